@@ -1,0 +1,1 @@
+"""The core: everything a pass needs, and nothing specific to one rule."""

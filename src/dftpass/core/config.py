@@ -1,0 +1,423 @@
+"""Configuration: one loader for every layer, and every value remembers where it came from.
+
+Layers, lowest first (a higher layer replaces a key of a lower one):
+
+1. defaults (below, in :data:`KEYS`);
+2. site: ``$DFTPASS_SITE_CONFIG``, else ``/etc/dftpass/config.yaml``;
+3. user: ``$XDG_CONFIG_HOME/dftpass/config.yaml`` (``~/.config/dftpass/config.yaml``);
+4. project: ``dftpass.yaml`` in the project root, else ``[tool.dftpass]`` in its
+   ``pyproject.toml`` (or the file given with ``--config``);
+5. the command line (``--select``, ``--ignore``, ``--jobs``, ``--set KEY=VALUE``).
+
+Two keys merge instead of replacing: ``rules.options`` merges per rule and option, and
+``rules.per-path`` concatenates (every layer's overrides apply, in layer order).
+An unknown key or a value of the wrong type is a :class:`ConfigError` naming the file and line.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import os
+import re
+import sys
+from pathlib import Path
+from typing import Any, Callable, Iterable
+
+import attrs
+import yaml
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
+
+
+class ConfigError(Exception):
+    """A configuration problem; the message names the file and line."""
+
+
+@attrs.frozen
+class Source:
+    layer: str  # default | site | user | project | cli
+    path: str = ""
+    line: int = 0
+
+    def __str__(self) -> str:
+        if not self.path:
+            return self.layer
+        return f"{self.layer} {self.path}:{self.line}" if self.line else f"{self.layer} {self.path}"
+
+
+@attrs.frozen
+class Value:
+    value: Any
+    source: Source
+
+
+# -- the schema ------------------------------------------------------------------------
+
+
+def _list_of_str(v: Any) -> bool:
+    return isinstance(v, list) and all(isinstance(x, str) for x in v)
+
+
+def _int(v: Any) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def _str(v: Any) -> bool:
+    return isinstance(v, str)
+
+
+def _per_path(v: Any) -> bool:
+    if not isinstance(v, list):
+        return False
+    for item in v:
+        if not isinstance(item, dict) or not _list_of_str(item.get("paths")):
+            return False
+        if set(item) - {"paths", "select", "ignore"}:
+            return False
+        if any(not _list_of_str(item.get(k, [])) for k in ("select", "ignore")):
+            return False
+    return True
+
+
+@attrs.frozen
+class KeySpec:
+    default: Any
+    check: Callable[[Any], bool]
+    expected: str
+    doc: str
+
+
+DEFAULT_EXCLUDE = [
+    "**/.*/**",  # hidden folders: .git, .venv, .tox, .dftpass ...
+    "**/__pycache__/**",
+    "**/venv/**",
+    "**/env/**",
+    "**/site-packages/**",
+    "**/node_modules/**",
+    "**/build/**",
+    "**/dist/**",
+    "**/*.egg-info/**",
+    "**/docs/**",
+    "**/doc/**",
+    "**/test/**",
+    "**/tests/**",
+    "**/test_*.py",
+    "**/*_test.py",
+    "**/conftest.py",
+    "**/setup.py",
+    "**/*-dftpass/**",
+]
+
+KEYS: dict[str, KeySpec] = {
+    "rules.select": KeySpec(
+        None,
+        lambda v: v is None or _list_of_str(v),
+        "a list of rule ids, globs (ML-R2*) or tag:NAME",
+        "rules to run; unset = every rule that is on by default",
+    ),
+    "rules.ignore": KeySpec([], _list_of_str, "a list of rule ids, globs or tag:NAME", "rules switched off"),
+    "rules.options": KeySpec({}, lambda v: isinstance(v, dict), "a mapping", "per-rule options"),
+    "rules.per-path": KeySpec(
+        [],
+        _per_path,
+        "a list of {paths: [glob], select: [...], ignore: [...]}",
+        "rule selection for some paths only",
+    ),
+    "files.include": KeySpec(["**/*.py"], _list_of_str, "a list of globs", "files to consider"),
+    "files.exclude": KeySpec(DEFAULT_EXCLUDE, _list_of_str, "a list of globs", "files never considered"),
+    "files.extend-exclude": KeySpec([], _list_of_str, "a list of globs", "added to files.exclude"),
+    "files.max-bytes": KeySpec(2_000_000, _int, "an integer", "larger files are reported and left alone"),
+    "plugins.disable": KeySpec([], _list_of_str, "a list of plugin names", "entry-point plugins not to load"),
+    "plugins.load": KeySpec([], _list_of_str, "a list of module names", "local plugin modules to load"),
+    "run.jobs": KeySpec(1, _int, "an integer", "worker processes for per-file work"),
+    "trace.data-dir": KeySpec(
+        None, lambda v: v is None or _str(v), "a string", "DFTRACER_DATA_DIR for traced runs"
+    ),
+    "trace.chunk-mb": KeySpec(64, _int, "an integer", "size bound of one compacted trace chunk"),
+}
+#: keys whose value is a mapping that merges across layers instead of being replaced
+_MERGED = ("rules.options",)
+_SECTIONS = {k.split(".")[0] for k in KEYS}
+
+
+# -- reading one layer ------------------------------------------------------------------
+
+
+def _node_to_python(node: yaml.Node) -> Any:
+    return yaml.safe_load(yaml.serialize(node)) if node is not None else None
+
+
+def _flatten_yaml(root: yaml.Node, source_path: str, layer: str) -> dict[str, Value]:
+    out: dict[str, Value] = {}
+    if root is None:
+        return out
+    if not isinstance(root, yaml.MappingNode):
+        raise ConfigError(f"{source_path}:{root.start_mark.line + 1}: the configuration must be a mapping")
+
+    def walk(node: yaml.MappingNode, prefix: str) -> None:
+        for key_node, value_node in node.value:
+            key = prefix + str(key_node.value)
+            line = key_node.start_mark.line + 1
+            src = Source(layer, source_path, line)
+            if key in KEYS:
+                value = _node_to_python(value_node)
+                _check(key, value, src)
+                if key in _MERGED and isinstance(value_node, yaml.MappingNode):
+                    _flatten_options(value_node, key, source_path, layer, out)
+                else:
+                    out[key] = Value(value, src)
+            elif prefix == "" and key in _SECTIONS and isinstance(value_node, yaml.MappingNode):
+                walk(value_node, key + ".")
+            else:
+                raise ConfigError(f"{source_path}:{line}: unknown configuration key '{key}'" + _hint(key))
+
+    walk(root, "")
+    return out
+
+
+def _flatten_options(node: yaml.MappingNode, key: str, path: str, layer: str, out: dict) -> None:
+    for rule_node, opts_node in node.value:
+        rule = str(rule_node.value)
+        if not isinstance(opts_node, yaml.MappingNode):
+            raise ConfigError(f"{path}:{rule_node.start_mark.line + 1}: options of {rule} must be a mapping")
+        for opt_node, val_node in opts_node.value:
+            src = Source(layer, path, opt_node.start_mark.line + 1)
+            out[f"{key}.{rule}.{opt_node.value}"] = Value(_node_to_python(val_node), src)
+
+
+def _hint(key: str) -> str:
+    close = [k for k in KEYS if k.split(".")[-1] == key.split(".")[-1] and k != key]
+    return f" (did you mean '{close[0]}'?)" if close else f"; known keys: {', '.join(sorted(KEYS))}"
+
+
+def _check(key: str, value: Any, src: Source) -> None:
+    spec = KEYS[key]
+    if not spec.check(value):
+        raise ConfigError(f"{src.path or src.layer}:{src.line}: '{key}' must be {spec.expected}, got {value!r}")
+
+
+def load_yaml_file(path: Path, layer: str) -> dict[str, Value]:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"{path}: cannot read the configuration: {exc}") from exc
+    try:
+        root = yaml.compose(text, Loader=yaml.SafeLoader)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f"{path}:{mark.line + 1}" if mark else str(path)
+        raise ConfigError(f"{where}: invalid YAML: {getattr(exc, 'problem', exc)}") from exc
+    return _flatten_yaml(root, str(path), layer)
+
+
+def load_pyproject(path: Path) -> dict[str, Value] | None:
+    """``[tool.dftpass]`` of a pyproject.toml, or None when the table is absent."""
+    text = path.read_text(encoding="utf-8")
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{path}: invalid TOML: {exc}") from exc
+    table = data.get("tool", {}).get("dftpass")
+    if table is None:
+        return None
+    # tomllib keeps no positions: re-serialise as YAML nodes for one code path, and locate
+    # each key's line in the TOML text by its name (good enough for an error message).
+    locate = _toml_locator(text)
+    root = yaml.compose(yaml.safe_dump(table), Loader=yaml.SafeLoader)
+    values = {}
+    try:
+        values = _flatten_yaml(root, str(path), "project")
+    except ConfigError as exc:
+        msg = str(exc).split(": ", 1)[1]
+        key = re.search(r"'([^']+)'", msg)
+        line = locate(key.group(1)) if key else 0
+        raise ConfigError(f"{path}:{line}: {msg}") from None
+    return {k: attrs.evolve(v, source=Source("project", str(path), locate(k))) for k, v in values.items()}
+
+
+def _toml_locator(text: str) -> Callable[[str], int]:
+    lines = text.splitlines()
+
+    def locate(dotted: str) -> int:
+        last = dotted.split(".")[-1]
+        pattern = re.compile(rf"^\s*(\"?{re.escape(last)}\"?)\s*=")
+        for i, line in enumerate(lines, 1):
+            if pattern.match(line):
+                return i
+        for i, line in enumerate(lines, 1):
+            if line.strip().startswith("[tool.dftpass"):
+                return i
+        return 0
+
+    return locate
+
+
+# -- the resolved configuration --------------------------------------------------------
+
+
+def site_config_path() -> Path:
+    return Path(os.environ.get("DFTPASS_SITE_CONFIG", "/etc/dftpass/config.yaml"))
+
+
+def user_config_path() -> Path:
+    base = os.environ.get("XDG_CONFIG_HOME") or os.path.join(os.path.expanduser("~"), ".config")
+    return Path(base) / "dftpass" / "config.yaml"
+
+
+def project_config_path(project: Path) -> Path | None:
+    for name in ("dftpass.yaml", "dftpass.yml"):
+        if (project / name).is_file():
+            return project / name
+    return None
+
+
+@attrs.define
+class Config:
+    """The resolved configuration: ``values`` maps a dotted key to its winning :class:`Value`."""
+
+    values: dict[str, Value]
+    files_read: list[str] = attrs.field(factory=list)
+    cli_args: Any = None
+
+    def get(self, key: str) -> Any:
+        if key in self.values:
+            return self.values[key].value
+        return KEYS[key].default
+
+    def source(self, key: str) -> Source:
+        return self.values[key].source if key in self.values else Source("default")
+
+    def rule_options(self, rule_id: str) -> dict[str, Value]:
+        prefix = f"rules.options.{rule_id}."
+        return {k[len(prefix) :]: v for k, v in self.values.items() if k.startswith(prefix)}
+
+    def option_rule_ids(self) -> dict[str, Source]:
+        out: dict[str, Source] = {}
+        for k, v in self.values.items():
+            if k.startswith("rules.options."):
+                out.setdefault(k.split(".")[2], v.source)
+        return out
+
+    def exclude_globs(self) -> list[str]:
+        return list(self.get("files.exclude")) + list(self.get("files.extend-exclude"))
+
+    def show(self) -> str:
+        """Every resolved value with the layer it came from (``dftpass config --show``)."""
+        rows = []
+        keys = sorted(set(KEYS) | set(self.values))
+        for key in keys:
+            if key in _MERGED:
+                continue
+            value = self.get(key) if key in KEYS else self.values[key].value
+            rows.append((key, _fmt(value), str(self.source(key))))
+        width = max(len(r[0]) for r in rows)
+        lines = [f"{k.ljust(width)} = {v}    # {s}" for k, v, s in rows]
+        if self.files_read:
+            lines.append("")
+            lines.append("# layers read (lowest first): " + ", ".join(self.files_read))
+        return "\n".join(lines)
+
+
+def _fmt(value: Any) -> str:
+    if isinstance(value, list) and len(value) > 4:
+        return "[" + ", ".join(map(str, value[:4])) + f", ... ({len(value)} items)]"
+    return repr(value) if isinstance(value, str) else str(value)
+
+
+def load_config(project: Path | None, overrides: dict[str, Value] | None = None,
+                config_file: Path | None = None, cli_args: Any = None) -> Config:
+    """Read every layer for ``project`` and merge them; ``overrides`` is the CLI layer."""
+    merged: dict[str, Value] = {}
+    read: list[str] = []
+
+    def apply(layer_values: dict[str, Value], label: str) -> None:
+        read.append(label)
+        for key, value in layer_values.items():
+            if key == "rules.per-path" and key in merged:
+                value = Value(list(merged[key].value) + list(value.value), value.source)
+            merged[key] = value
+
+    site = site_config_path()
+    if site.is_file():
+        apply(load_yaml_file(site, "site"), f"site {site}")
+    user = user_config_path()
+    if user.is_file():
+        apply(load_yaml_file(user, "user"), f"user {user}")
+    if config_file is not None:
+        if config_file.name == "pyproject.toml":
+            apply(load_pyproject(config_file) or {}, f"project {config_file}")
+        else:
+            apply(load_yaml_file(config_file, "project"), f"project {config_file}")
+    elif project is not None:
+        found = project_config_path(project)
+        if found is not None:
+            apply(load_yaml_file(found, "project"), f"project {found}")
+        elif (project / "pyproject.toml").is_file():
+            table = load_pyproject(project / "pyproject.toml")
+            if table is not None:
+                apply(table, f"project {project / 'pyproject.toml'}")
+    if overrides:
+        apply(overrides, "cli")
+    return Config(values=merged, files_read=read, cli_args=cli_args)
+
+
+def cli_overrides(select: list[str] | None, ignore: list[str] | None, jobs: int | None,
+                  sets: Iterable[str] = ()) -> dict[str, Value]:
+    """The command-line layer. ``sets`` are ``KEY=VALUE`` strings, VALUE parsed as YAML."""
+    out: dict[str, Value] = {}
+    src = Source("cli")
+    if select:
+        out["rules.select"] = Value(_split_csv(select), src)
+    if ignore:
+        out["rules.ignore"] = Value(_split_csv(ignore), src)
+    if jobs is not None:
+        out["run.jobs"] = Value(jobs, src)
+    for item in sets:
+        key, sep, raw = item.partition("=")
+        if not sep:
+            raise ConfigError(f"--set {item!r}: expected KEY=VALUE")
+        key = key.strip()
+        try:
+            value = yaml.safe_load(raw) if raw.strip() else ""
+        except yaml.YAMLError as exc:
+            raise ConfigError(f"--set {key}: invalid value {raw!r}: {exc}") from exc
+        if key.startswith("rules.options.") and key.count(".") == 3:
+            out[key] = Value(value, src)
+            continue
+        if key not in KEYS:
+            raise ConfigError(f"--set: unknown configuration key '{key}'" + _hint(key))
+        _check(key, value, Source("cli", "--set", 0))
+        out[key] = Value(value, src)
+    return out
+
+
+def _split_csv(items: list[str]) -> list[str]:
+    return [part.strip() for item in items for part in item.split(",") if part.strip()]
+
+
+# -- rule selection ----------------------------------------------------------------------
+
+
+def matches(pattern: str, rule_id: str, tags: Iterable[str]) -> bool:
+    """``pattern`` is an id (``ML-R6``), a glob (``ML-R2*``), ``ALL`` or ``tag:NAME``."""
+    if pattern == "ALL":
+        return True
+    if pattern.startswith("tag:"):
+        return pattern[4:] in tags
+    return fnmatch.fnmatchcase(rule_id, pattern)
+
+
+def rule_selected(rule_id: str, tags: Iterable[str], default_enabled: bool,
+                  select: list[str] | None, ignore: list[str]) -> bool:
+    """Whether a rule is on. Opt-in rules (off by default) are turned on only by their exact id."""
+    tags = tuple(tags)
+    if any(matches(p, rule_id, tags) for p in ignore):
+        return False
+    if select is None:
+        return default_enabled
+    if rule_id in select:
+        return True
+    return default_enabled and any(matches(p, rule_id, tags) for p in select)

@@ -1,0 +1,110 @@
+"""The run context: what one ``dftpass`` run shares between its passes.
+
+Passes receive a :class:`RunContext` and use four things from it:
+
+* ``ctx.analysis(ID)``: the result of an analysis pass, computed on first use and cached
+  for the run (LLVM's new pass manager does the same);
+* ``ctx.names(relpath)``: the names dftpass's code uses in one file (from the emitter);
+* ``ctx.add_edit(relpath, edit)``: queue an edit; ``ctx.report(finding)``: say something;
+* ``ctx.project`` / ``ctx.config``: the files and the resolved configuration.
+
+Edits and findings of a rule that the configuration switches off for a path
+(``rules.per-path``) are dropped here, so rules never check the configuration themselves.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING, Any
+
+import attrs
+
+from dftpass.core.config import Config, matches, rule_selected
+from dftpass.core.edits import Edit, EditSet
+from dftpass.core.emitter import FileNames
+from dftpass.core.findings import Finding
+from dftpass.core.project import Project, glob_match
+
+if TYPE_CHECKING:
+    from dftpass.core.manager import PassManager
+
+
+@attrs.define
+class PassTiming:
+    pass_id: str
+    seconds: float
+    status: str = "ran"  # ran | skipped: <why>
+
+
+@attrs.define
+class RunContext:
+    config: Config
+    project: Project
+    manager: "PassManager"
+    #: "plan" | "run" | "validate"
+    mode: str = "plan"
+    findings: list[Finding] = attrs.field(factory=list)
+    edit_sets: dict[str, EditSet] = attrs.field(factory=dict)
+    timings: list[PassTiming] = attrs.field(factory=list)
+    _names: dict[str, FileNames] = attrs.field(factory=dict)
+    _cache: dict[str, Any] = attrs.field(factory=dict)
+    _computing: list[str] = attrs.field(factory=list)
+
+    # -- analyses ------------------------------------------------------------------------
+    def analysis(self, pass_id: str) -> Any:
+        """The cached result of analysis ``pass_id``, computed now if needed."""
+        if pass_id in self._cache:
+            return self._cache[pass_id]
+        if pass_id in self._computing:
+            chain = " -> ".join([*self._computing, pass_id])
+            raise RuntimeError(f"analysis cycle: {chain}")
+        instance = self.manager.instance(pass_id)
+        self._computing.append(pass_id)
+        start = time.perf_counter()
+        try:
+            result = instance.run(self)
+        finally:
+            self._computing.pop()
+        self.timings.append(PassTiming(pass_id, time.perf_counter() - start))
+        self._cache[pass_id] = result
+        return result
+
+    def has_analysis(self, pass_id: str) -> bool:
+        return pass_id in self._cache
+
+    # -- per-file --------------------------------------------------------------------------
+    def summary(self, relpath: str):
+        return self.project.files[relpath].summary
+
+    def names(self, relpath: str) -> FileNames:
+        if relpath not in self._names:
+            self._names[relpath] = FileNames(self.summary(relpath))
+        return self._names[relpath]
+
+    def rule_enabled_for(self, rule_id: str, relpath: str) -> bool:
+        """The global selection, adjusted by every ``rules.per-path`` override matching ``relpath``."""
+        cls = self.manager.registry.get(rule_id)
+        tags = cls.tags if cls else ()
+        default = cls.default_enabled if cls else True
+        enabled = rule_selected(rule_id, tags, default, self.config.get("rules.select"),
+                                self.config.get("rules.ignore"))
+        for override in self.config.get("rules.per-path"):
+            if not relpath or not glob_match(relpath, override["paths"]):
+                continue
+            if rule_selected(rule_id, tags, default, override.get("select") or [], []):
+                enabled = True
+            if any(matches(p, rule_id, tags) for p in override.get("ignore") or ()):
+                enabled = False
+        return enabled
+
+    def add_edit(self, relpath: str, edit: Edit) -> bool:
+        if not self.rule_enabled_for(edit.rule, relpath):
+            return False
+        edit_set = self.edit_sets.setdefault(relpath, EditSet(relpath))
+        return edit_set.add(edit)
+
+    def report(self, finding: Finding) -> None:
+        if finding.path and not self.rule_enabled_for(finding.rule, finding.path) \
+                and finding.rule in self.manager.registry:
+            return
+        self.findings.append(finding)

@@ -1,0 +1,101 @@
+"""The hooks a dftpass plugin can implement.
+
+A plugin is any module or object with functions named like the specs below and marked
+with :data:`hookimpl`. dftpass finds plugins in two places:
+
+* the entry-point group ``dftpass`` (``[project.entry-points.dftpass]`` in the plugin's
+  ``pyproject.toml``); dftpass's own built-in plugins are registered the same way;
+* ``plugins.load`` in the configuration (a list of importable module names), for local
+  plugins that are not packaged.
+
+Auto-loading from entry points is switched off by ``DFTPASS_DISABLE_PLUGIN_AUTOLOAD=1``
+(built-ins are still loaded); a single plugin is blocked by listing its entry-point name
+in ``plugins.disable`` of the configuration.
+
+pluggy calls implementations in last-registered-first order. dftpass does **not** rely
+on that order for passes: the pass manager orders passes from their declared
+``requires``/``after`` (see :mod:`dftpass.core.manager`).
+"""
+
+from __future__ import annotations
+
+import argparse
+from typing import TYPE_CHECKING, Any
+
+import pluggy
+
+if TYPE_CHECKING:
+    from dftpass.core.config import Config
+    from dftpass.core.context import RunContext
+    from dftpass.core.passes import Pass
+
+PROJECT_NAME = "dftpass"
+
+hookspec = pluggy.HookspecMarker(PROJECT_NAME)
+#: Decorate a plugin's hook functions with this.
+hookimpl = pluggy.HookimplMarker(PROJECT_NAME)
+
+
+# --------------------------------------------------------------------------------------
+# Discovery: what a plugin contributes
+# --------------------------------------------------------------------------------------
+
+
+@hookspec
+def dftpass_passes() -> list[type[Pass]]:
+    """Return the pass classes this plugin contributes.
+
+    Each class subclasses :class:`dftpass.core.passes.Pass` and declares its ``id``,
+    ``title``, ``kind``, ``requires``, ``after``, ``frameworks``, ``default_enabled`` and
+    ``Options``. Ids are unique across all plugins; a duplicate is an error that names both
+    plugins. Rule ids of third parties should use their own prefix (``ACME-1``), not ``ML-R``.
+
+    Called once per run, before configuration is applied.
+    """
+
+
+@hookspec
+def dftpass_framework_markers() -> dict[str, list[str]]:
+    """Return ``{framework: [import prefix, ...]}`` to teach framework detection new names.
+
+    A file that imports a module starting with one of the prefixes counts as using the
+    framework; passes gated on that framework (``frameworks = ("myfw",)``) then run.
+    Example: ``{"paddle": ["paddle"]}``.
+    """
+
+
+# --------------------------------------------------------------------------------------
+# Configuration
+# --------------------------------------------------------------------------------------
+
+
+@hookspec
+def dftpass_add_options(parser: argparse.ArgumentParser) -> None:
+    """Add command-line options to the annotation commands (``run``, ``plan``, ``validate``).
+
+    Use long option names with the plugin's prefix (``--acme-level``); read the values in
+    :func:`dftpass_configure` from ``config.cli_args``.
+    """
+
+
+@hookspec
+def dftpass_configure(config: Config) -> None:
+    """Called once the configuration is resolved (all layers merged), before any pass runs.
+
+    A plugin may read its options here. The configuration must not be modified: its
+    values and their sources are what ``dftpass config --show`` reports.
+    """
+
+
+# --------------------------------------------------------------------------------------
+# Run lifecycle
+# --------------------------------------------------------------------------------------
+
+
+@hookspec
+def dftpass_run_finished(ctx: RunContext, result: Any) -> None:
+    """Called after all passes ran and the outputs were written (or the plan was made).
+
+    ``result`` is the command's result object (:class:`dftpass.core.pipeline.AnnotateResult`
+    for ``run``/``plan``/``validate``). Use it to export findings to another system.
+    """

@@ -1,0 +1,278 @@
+"""The pass manager: discovers passes through pluggy, selects, orders and runs them.
+
+1. **Discovery.** Built-in plugins (:mod:`dftpass.plugins.builtin`) and third-party plugins
+   from the ``dftpass`` entry-point group implement ``dftpass_passes()``; ``plugins.load``
+   adds local modules. ``DFTPASS_DISABLE_PLUGIN_AUTOLOAD=1`` skips entry points and
+   ``plugins.disable`` blocks single ones. Two passes with one id are an error naming both
+   plugins.
+2. **Selection.** Rules (transform and check passes) are selected by the configuration;
+   analyses join the pipeline when a selected pass requires them, and otherwise are
+   computed only if some pass asks for them (``ctx.analysis``).
+3. **Ordering.** ``requires`` and ``after`` become the edges of a networkx DAG, and the
+   pipeline is its topological order with ties broken by id (``ML-R2`` before ``ML-R10``),
+   never by registration order. A missing requirement or a cycle is an error naming the passes.
+4. **Running.** Each pass gated on frameworks runs only when detection found one of them;
+   every pass is timed (``--time-passes``).
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import re
+import time
+from typing import Iterable
+
+import attrs
+import networkx as nx
+import pluggy
+import structlog
+
+from dftpass.core import hookspecs
+from dftpass.core.config import Config, ConfigError, Value, matches, rule_selected
+from dftpass.core.context import PassTiming, RunContext
+from dftpass.core.passes import Pass, PassKind, option_fields
+
+log = structlog.get_logger("dftpass")
+
+AUTOLOAD_ENV = "DFTPASS_DISABLE_PLUGIN_AUTOLOAD"
+BUILTIN_PLUGIN = "dftpass.plugins.builtin"
+
+
+class PipelineError(Exception):
+    """The passes cannot form a pipeline (duplicate id, missing requirement, cycle)."""
+
+
+def natural_key(pass_id: str) -> tuple:
+    return tuple(int(p) if p.isdigit() else p for p in re.split(r"(\d+)", pass_id))
+
+
+@attrs.define
+class PluginInfo:
+    name: str
+    module: str
+    passes: list[str]
+    builtin: bool
+
+
+def make_plugin_manager(disable: Iterable[str] = (), load: Iterable[str] = ()) -> pluggy.PluginManager:
+    """A pluggy manager with the built-in plugin, the entry-point plugins (unless
+    ``DFTPASS_DISABLE_PLUGIN_AUTOLOAD=1``) minus ``disable``, and the modules in ``load``."""
+    pm = pluggy.PluginManager(hookspecs.PROJECT_NAME)
+    pm.add_hookspecs(hookspecs)
+    pm.register(importlib.import_module(BUILTIN_PLUGIN), name="builtin")
+    for name in disable:
+        pm.set_blocked(name)
+    if os.environ.get(AUTOLOAD_ENV, "") not in ("1", "true", "yes"):
+        pm.load_setuptools_entrypoints(hookspecs.PROJECT_NAME)
+    for module_name in load:
+        module = importlib.import_module(module_name)
+        if not pm.is_registered(module):
+            pm.register(module, name=module_name)
+    return pm
+
+
+class PassManager:
+    def __init__(self, config: Config) -> None:
+        self.config = config
+        try:
+            self.pm = make_plugin_manager(config.get("plugins.disable"), config.get("plugins.load"))
+        except ImportError as exc:
+            src = config.source("plugins.load")
+            raise ConfigError(f"{src}: a plugin module cannot be imported: {exc}") from exc
+        self.registry: dict[str, type[Pass]] = {}
+        self.provider: dict[str, str] = {}  # pass id -> plugin name
+        self._instances: dict[str, Pass] = {}
+        self._collect_passes()
+
+    # -- discovery ---------------------------------------------------------------------
+    def _collect_passes(self) -> None:
+        for impl in self.pm.hook.dftpass_passes.get_hookimpls():
+            for cls in impl.function() or ():
+                if not (isinstance(cls, type) and issubclass(cls, Pass)) or not cls.id:
+                    raise PipelineError(f"plugin {impl.plugin_name!r} returned {cls!r}, not a Pass class with an id")
+                if cls.id in self.registry and self.registry[cls.id] is not cls:
+                    raise PipelineError(
+                        f"pass id {cls.id!r} is defined twice: by plugin {self.provider[cls.id]!r} "
+                        f"and by plugin {impl.plugin_name!r}")
+                self.registry[cls.id] = cls
+                self.provider[cls.id] = impl.plugin_name
+
+    def add_passes(self, *classes: type[Pass], plugin: str = "local") -> None:
+        """Register pass classes directly (tests, and tools embedding dftpass)."""
+        for cls in classes:
+            if cls.id in self.registry and self.registry[cls.id] is not cls:
+                raise PipelineError(f"pass id {cls.id!r} is defined twice: by plugin "
+                                    f"{self.provider[cls.id]!r} and by plugin {plugin!r}")
+            self.registry[cls.id] = cls
+            self.provider[cls.id] = plugin
+
+    def plugins(self) -> list[PluginInfo]:
+        out = []
+        for name, plugin in self.pm.list_name_plugin():
+            if plugin is None:
+                continue
+            passes = sorted((pid for pid, p in self.provider.items() if p == name), key=natural_key)
+            out.append(PluginInfo(name, getattr(plugin, "__name__", repr(plugin)), passes, name == "builtin"))
+        return sorted(out, key=lambda p: (not p.builtin, p.name))
+
+    def blocked(self) -> list[str]:
+        return sorted(n for n, p in self.pm.list_name_plugin() if p is None)
+
+    def rules(self) -> list[type[Pass]]:
+        return sorted((c for c in self.registry.values() if c.is_rule()), key=lambda c: natural_key(c.id))
+
+    def framework_markers(self) -> dict[str, list[str]]:
+        out: dict[str, list[str]] = {}
+        for markers in self.pm.hook.dftpass_framework_markers():
+            for fw, prefixes in (markers or {}).items():
+                out.setdefault(fw, []).extend(prefixes)
+        return out
+
+    # -- options -----------------------------------------------------------------------
+    def check_config(self) -> None:
+        """Errors for rule ids and options the configuration names but no pass has."""
+        for rule, source in self.config.option_rule_ids().items():
+            if rule not in self.registry:
+                raise ConfigError(f"{source.path or source.layer}:{source.line}: rules.options names "
+                                  f"unknown pass {rule!r}")
+        ids = list(self.registry)
+        for key in ("rules.select", "rules.ignore"):
+            for pattern in self.config.get(key) or ():
+                if pattern.startswith("tag:") or pattern == "ALL" or "*" in pattern or "?" in pattern:
+                    continue
+                if pattern not in ids:
+                    src = self.config.source(key)
+                    raise ConfigError(f"{src.path or src.layer}:{src.line}: {key} names unknown rule {pattern!r}")
+        for pass_id in self.registry:
+            self.options_for(pass_id)
+
+    def options_for(self, pass_id: str):
+        cls = self.registry[pass_id]
+        fields = option_fields(cls.Options)
+        if attrs.has(cls.Options):
+            attrs.resolve_types(cls.Options)
+        kwargs = {}
+        for name, value in self.config.rule_options(pass_id).items():
+            field = fields.get(name)
+            where = f"{value.source.path or value.source.layer}:{value.source.line}"
+            if field is None:
+                known = ", ".join(fields) or "none"
+                raise ConfigError(f"{where}: {pass_id} has no option {name!r} (options: {known})")
+            kwargs[name] = _coerce(field, value, where, pass_id)
+        return cls.Options(**kwargs)
+
+    def instance(self, pass_id: str) -> Pass:
+        if pass_id not in self._instances:
+            if pass_id not in self.registry:
+                raise PipelineError(f"no pass with id {pass_id!r} is installed")
+            cls = self.registry[pass_id]
+            self._instances[pass_id] = cls(self.options_for(pass_id))
+        return self._instances[pass_id]
+
+    # -- selection and order -----------------------------------------------------------
+    def selected_rules(self, only: Iterable[str] | None = None) -> list[str]:
+        select, ignore = self.config.get("rules.select"), self.config.get("rules.ignore")
+        per_path = self.config.get("rules.per-path")
+        chosen = []
+        for cls in self.rules():
+            on = rule_selected(cls.id, cls.tags, cls.default_enabled, select, ignore)
+            # a rule switched on for some paths only is in the pipeline; ctx filters per file
+            on = on or any(rule_selected(cls.id, cls.tags, cls.default_enabled, o.get("select") or [], [])
+                           for o in per_path if o.get("select"))
+            if on:
+                chosen.append(cls.id)
+        if only is not None:
+            only = list(only)
+            unknown = [p for p in only if p not in self.registry]
+            if unknown:
+                raise PipelineError(f"--passes names unknown pass(es): {', '.join(unknown)}")
+            chosen = [p for p in only]
+        return chosen
+
+    def order(self, pass_ids: Iterable[str]) -> list[str]:
+        """The requested passes and everything they require, in dependency order."""
+        wanted = list(dict.fromkeys(pass_ids))
+        graph = nx.DiGraph()
+        todo = list(wanted)
+        while todo:
+            pid = todo.pop()
+            if pid in graph and graph.nodes[pid].get("seen"):
+                continue
+            graph.add_node(pid, seen=True)
+            cls = self.registry[pid]
+            for req in cls.requires:
+                if req not in self.registry:
+                    raise PipelineError(f"pass {pid} requires {req!r}, which no installed plugin provides")
+                cls_req = self.registry[req]
+                if cls_req.is_rule() and req not in wanted:
+                    raise PipelineError(f"pass {pid} requires rule {req}, which is switched off")
+                graph.add_edge(req, pid)
+                todo.append(req)
+        for pid in list(graph):
+            for after in self.registry[pid].after:
+                if after in graph:
+                    graph.add_edge(after, pid)
+        try:
+            cycle = nx.find_cycle(graph)
+        except nx.NetworkXNoCycle:
+            cycle = None
+        if cycle:
+            names = " -> ".join([a for a, _ in cycle] + [cycle[0][0]])
+            raise PipelineError(f"pass ordering has a cycle: {names}")
+        return list(nx.lexicographical_topological_sort(graph, key=natural_key))
+
+    # -- running -----------------------------------------------------------------------
+    def gate(self, ctx: RunContext, cls: type[Pass]) -> str | None:
+        """None if the pass may run, else why it is skipped."""
+        if not cls.frameworks:
+            return None
+        detected = ctx.analysis("frameworks").names
+        if detected & set(cls.frameworks):
+            return None
+        return f"skipped: needs {' or '.join(cls.frameworks)}"
+
+    def run(self, ctx: RunContext, pipeline: list[str]) -> None:
+        self.pm.hook.dftpass_configure(config=self.config)
+        for pid in pipeline:
+            cls = self.registry[pid]
+            if cls.kind == PassKind.ANALYSIS:
+                ctx.analysis(pid)
+                continue
+            why = self.gate(ctx, cls)
+            if why:
+                ctx.timings.append(PassTiming(pid, 0.0, why))
+                log.debug("pass skipped", pass_id=pid, reason=why)
+                continue
+            start = time.perf_counter()
+            self.instance(pid).run(ctx)
+            ctx.timings.append(PassTiming(pid, time.perf_counter() - start))
+
+
+def _coerce(field: attrs.Attribute, value: Value, where: str, pass_id: str):
+    """Check an option's value against the attrs field's type (bool, int, float, str, list[str])."""
+    v, t = value.value, field.type
+    name = f"{pass_id} option {field.name!r}"
+    origin = getattr(t, "__origin__", None)
+    ok = True
+    if t is bool:
+        ok = isinstance(v, bool)
+    elif t is int:
+        ok = isinstance(v, int) and not isinstance(v, bool)
+    elif t is float:
+        ok = isinstance(v, (int, float)) and not isinstance(v, bool)
+        v = float(v) if ok else v
+    elif t is str:
+        ok = isinstance(v, str)
+    elif origin is list or t is list:
+        ok = isinstance(v, list) and all(isinstance(x, str) for x in v)
+    elif origin is dict or t is dict:
+        ok = isinstance(v, dict)
+    if not ok:
+        expected = getattr(t, "__name__", str(t))
+        raise ConfigError(f"{where}: {name} must be {expected}, got {value.value!r}")
+    return v
+
+
+def pattern_matches_any(pattern: str, passes: Iterable[type[Pass]]) -> bool:
+    return any(matches(pattern, c.id, c.tags) for c in passes)

@@ -1,0 +1,153 @@
+"""The annotation flow behind ``dftpass run``, ``plan`` and ``validate``.
+
+discover files -> summarize them (``--jobs`` workers) -> run the pass pipeline (analyses on
+demand, rules queue edits) -> apply each file's edits in one libcst transform (workers
+again, only for files with edits) -> results. Writing is :mod:`dftpass.core.writer`'s job;
+this module never writes.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures as cf
+import difflib
+import re
+import time
+from pathlib import Path
+from typing import Callable, Iterable
+
+import attrs
+
+from dftpass.core.config import Config
+from dftpass.core.context import PassTiming, RunContext
+from dftpass.core.edits import Applied, Edit, EditSet, apply_edits
+from dftpass.core.findings import Finding, Severity
+from dftpass.core.manager import PassManager
+from dftpass.core.project import TOOL, Project, pool_context
+
+
+@attrs.define
+class FileResult:
+    relpath: str
+    edits: list[Edit]
+    original: bytes
+    new: bytes | None
+    encoding: str = "utf-8"
+    error: str | None = None
+
+    @property
+    def changed(self) -> bool:
+        return self.new is not None and self.new != self.original
+
+    def diff(self, a_prefix: str = "a/", b_prefix: str = "b/") -> str:
+        if not self.changed:
+            return ""
+        old = self.original.decode(self.encoding, errors="replace").splitlines(keepends=True)
+        new = self.new.decode(self.encoding, errors="replace").splitlines(keepends=True)
+        lines = difflib.unified_diff(old, new, a_prefix + self.relpath, b_prefix + self.relpath)
+        return "".join(line if line.endswith("\n") else line + "\n\\ No newline at end of file\n" for line in lines)
+
+
+@attrs.define
+class AnnotateResult:
+    mode: str
+    root: Path
+    pipeline: list[str]
+    files: dict[str, FileResult]
+    findings: list[Finding]
+    timings: list[PassTiming]
+    n_files: int
+    out: Path | None = None
+
+    def changed(self) -> list[FileResult]:
+        return [f for f in self.files.values() if f.changed]
+
+    def diff(self) -> str:
+        return "".join(f.diff() for f in sorted(self.files.values(), key=lambda f: f.relpath))
+
+    def errors(self) -> list[Finding]:
+        return [f for f in self.findings if f.severity == Severity.ERROR]
+
+    def edits(self) -> list[tuple[str, Edit]]:
+        return [(rel, e) for rel, f in sorted(self.files.items()) for e in f.edits]
+
+
+def _apply_one(root: str, relpath: str, edit_set: EditSet, anchor: int) -> Applied:
+    source = (Path(root) / relpath).read_bytes()
+    return apply_edits(relpath, source, edit_set, anchor)
+
+
+def _apply_chunk(root: str, items: list[tuple[str, EditSet, int]]) -> list[Applied]:
+    return [_apply_one(root, rel, es, anchor) for rel, es, anchor in items]
+
+
+def _needed_imports(ctx: RunContext, edit_set: EditSet) -> None:
+    """Import only what the queued code mentions (a name asked for by a dropped edit is not)."""
+    names = ctx.names(edit_set.relpath)
+    code = "\n".join(_edit_code(e) for e in edit_set.edits)
+    api, std = names.imports_needed()
+    edit_set.api_imports = [(n, a) for n, a in api if re.search(rf"\b{re.escape(a)}\b", code)]
+    edit_set.std_imports = [(m, a) for m, a in std if re.search(rf"\b{re.escape(a)}\b", code)]
+
+
+def _edit_code(edit: Edit) -> str:
+    parts = []
+    for field in ("code", "with_item", "callee"):
+        value = getattr(edit, field, None)
+        if value:
+            parts.append(value)
+    parts.extend(getattr(edit, "prologue", ()))
+    parts.extend(getattr(edit, "finally_", ()))
+    return "\n".join(parts)
+
+
+def annotate(root: Path, config: Config, mode: str = "plan", *, passes: Iterable[str] | None = None,
+             jobs: int | None = None, progress: Callable[[str], None] | None = None,
+             manager: PassManager | None = None) -> AnnotateResult:
+    """Plan (and, unless ``mode == "validate"``, apply in memory) the annotation of ``root``."""
+    jobs = jobs if jobs is not None else config.get("run.jobs")
+    manager = manager or PassManager(config)
+    manager.check_config()
+
+    start = time.perf_counter()
+    project = Project.discover(root, config.get("files.include"), config.exclude_globs())
+    project.load(config.get("files.max-bytes"), jobs=jobs, progress=progress)
+    ctx = RunContext(config, project, manager, mode)
+    ctx.timings.append(PassTiming("(read + parse + summarize)", time.perf_counter() - start))
+    ctx.findings.extend(project.problems())
+
+    pipeline = manager.order(manager.selected_rules(passes))
+    manager.run(ctx, pipeline)
+
+    files: dict[str, FileResult] = {}
+    for relpath, edit_set in sorted(ctx.edit_sets.items()):
+        _needed_imports(ctx, edit_set)
+
+    if mode == "validate":
+        for relpath, edit_set in sorted(ctx.edit_sets.items()):
+            for e in edit_set.edits:
+                ctx.findings.append(Finding(e.rule, f"not annotated: {e.why}", relpath, e.line, 0,
+                                            Severity.WARNING, fix=type(e).__name__))
+            files[relpath] = FileResult(relpath, list(edit_set.edits), b"", None)
+    else:
+        start = time.perf_counter()
+        items = [(rel, es, project.files[rel].summary.import_anchor) for rel, es in ctx.edit_sets.items() if es]
+        for applied in _apply_all(str(project.root), items, jobs):
+            edit_set = ctx.edit_sets[applied.relpath]
+            files[applied.relpath] = FileResult(applied.relpath, list(edit_set.edits), applied.original,
+                                                applied.new, applied.encoding, applied.error)
+            if applied.error:
+                ctx.findings.append(Finding(TOOL, applied.error, applied.relpath, 0, 0, Severity.ERROR))
+        ctx.timings.append(PassTiming("(apply edits: libcst)", time.perf_counter() - start))
+
+    result = AnnotateResult(mode, project.root, pipeline, files, ctx.findings, ctx.timings, len(project.files))
+    manager.pm.hook.dftpass_run_finished(ctx=ctx, result=result)
+    return result
+
+
+def _apply_all(root: str, items: list[tuple[str, EditSet, int]], jobs: int) -> Iterable[Applied]:
+    if jobs <= 1 or len(items) < 4:
+        return [_apply_one(root, rel, es, anchor) for rel, es, anchor in items]
+    size = max(1, min(16, len(items) // (jobs * 4)))
+    chunks = [items[i:i + size] for i in range(0, len(items), size)]
+    with cf.ProcessPoolExecutor(max_workers=jobs, mp_context=pool_context()) as pool:
+        return [a for chunk in pool.map(_apply_chunk, [root] * len(chunks), chunks) for a in chunk]

@@ -1,0 +1,677 @@
+"""Per-file summaries: what the passes know about a file, extracted with the stdlib parser.
+
+Parsing every file with libcst and resolving metadata costs ~10-100x ``ast.parse``
+(docs/performance.md), so analysis never touches libcst. One walk over the ``ast`` of a file
+produces a :class:`FileSummary`: its imports, classes, functions, and inside each function
+the calls, loops, ``with`` items and simple assignments, each with the *statement path*
+that locates it. The summary is plain data: it pickles cheaply from worker processes
+(``--jobs``) and the AST is dropped as soon as the summary exists.
+
+A statement path is a tuple of steps ``(field, index)`` from the module down to a
+statement, in ``ast`` terms: ``(("body", 3), ("body", 0))`` is the first statement in the
+body of the module's fourth statement. Fields are ``body``, ``orelse``, ``finalbody``,
+``handlers.K`` (body of the K-th except clause) and ``cases.K`` (body of a match case).
+:mod:`dftpass.core.edits` resolves the same paths in the libcst tree of the few files
+that are rewritten.
+"""
+
+from __future__ import annotations
+
+import ast
+from typing import Iterator
+
+import attrs
+
+Step = tuple[str, int]
+StmtPath = tuple[Step, ...]
+
+MODULE_SCOPE = "<module>"
+
+
+@attrs.define(slots=True)
+class CallSite:
+    """One call expression. ``callee`` is its dotted text (``torch.save``, ``self.model``,
+    ``scaler.scale().backward``); ``?`` stands for a part that is not a name."""
+
+    callee: str
+    line: int
+    col: int
+    stmt: StmtPath
+    #: "expr": the call is the whole expression statement; "assign": ``x = call(...)``;
+    #: "return": ``return call(...)``; "with": a ``with`` item; "other": anything else
+    stmt_kind: str
+    args: tuple[str | None, ...]
+    keywords: tuple[tuple[str, str | None], ...]
+    #: indexes (into the function's loops) of the loops enclosing the call, outermost first
+    loops: tuple[int, ...]
+    #: dotted texts of the ``with`` items enclosing the call inside this function
+    withs: tuple[str, ...]
+    #: names bound by ``x = call(...)`` / ``x, y = call(...)``
+    assigned_to: tuple[str, ...] = ()
+    #: whether the call sits in an ``if __name__ == "__main__":`` block
+    in_main_guard: bool = False
+
+    @property
+    def method(self) -> str:
+        return self.callee.rsplit(".", 1)[-1]
+
+    @property
+    def receiver(self) -> str:
+        return self.callee.rsplit(".", 1)[0] if "." in self.callee else ""
+
+    def keyword(self, name: str) -> str | None:
+        for k, v in self.keywords:
+            if k == name:
+                return v
+        return None
+
+    def has_keyword(self, name: str) -> bool:
+        return any(k == name for k, _ in self.keywords)
+
+
+@attrs.define(slots=True)
+class IterLayer:
+    """One call in the chain a ``for`` loop iterates: ``enumerate(tqdm(loader))`` is the
+    layers ``enumerate`` and ``tqdm`` over the core ``loader``."""
+
+    callee: str
+    args: tuple[str | None, ...]
+
+
+@attrs.define(slots=True)
+class LoopSummary:
+    index: int
+    kind: str  # "for" | "async for" | "while"
+    stmt: StmtPath
+    line: int
+    col: int
+    parent: int | None
+    target_names: tuple[str, ...] = ()
+    #: the first element of a tuple target, when it is a plain name (``for i, x in ...``)
+    first_target: str | None = None
+    #: the target when it is a single plain name (``for batch in ...``)
+    single_target: str | None = None
+    iter_text: str = ""
+    #: calls from the outside in, following the first positional argument
+    layers: tuple[IterLayer, ...] = ()
+    #: dotted text of what is left after unwrapping the layers (None if not a name chain)
+    core: str | None = None
+    has_break: bool = False
+    body_first: StmtPath = ()
+    #: dotted callees of the statements that are direct children of the loop body
+    body_calls: tuple[str, ...] = ()
+    #: ``x = next(it)`` statements directly in the body: (statement path, dotted ``it``)
+    next_calls: tuple[tuple[StmtPath, str | None], ...] = ()
+
+
+@attrs.define(slots=True)
+class Assign:
+    """``name = <value>`` inside a function (or at module level)."""
+
+    target: str  # a name, or a dotted ``self.attr``
+    value: str | None  # dotted text of the value; calls end in "()"
+    line: int
+    stmt: StmtPath
+    call_args: tuple[str | None, ...] = ()
+
+
+@attrs.define(slots=True)
+class FunctionSummary:
+    qualname: str  # "Trainer.fit", "main", "outer.<locals>.inner", "<module>"
+    name: str
+    cls: str | None
+    stmt: StmtPath
+    line: int
+    col: int
+    end_line: int
+    is_async: bool = False
+    is_generator: bool = False
+    decorators: tuple[str, ...] = ()
+    params: tuple[str, ...] = ()
+    #: parameters that can be passed positionally, in order (``self`` included)
+    positional: tuple[str, ...] = ()
+    #: parameter name -> dotted text of its default value
+    defaults: dict[str, str | None] = attrs.field(factory=dict)
+    has_docstring: bool = False
+    #: statements in the body, nested blocks included, nested functions excluded
+    n_stmts: int = 0
+    body_first: StmtPath = ()
+    calls: list[CallSite] = attrs.field(factory=list)
+    loops: list[LoopSummary] = attrs.field(factory=list)
+    assigns: list[Assign] = attrs.field(factory=list)
+    #: dotted texts of returned values
+    returns: tuple[str | None, ...] = ()
+    #: dotted texts of every ``with`` item in the body
+    withs: tuple[str, ...] = ()
+
+    @property
+    def is_module(self) -> bool:
+        return self.qualname == MODULE_SCOPE
+
+
+@attrs.define(slots=True)
+class ClassSummary:
+    qualname: str
+    name: str
+    stmt: StmtPath
+    line: int
+    bases: tuple[str, ...]
+    decorators: tuple[str, ...] = ()
+    methods: dict[str, str] = attrs.field(factory=dict)  # method name -> function qualname
+    #: ``self.attr = value`` anywhere in the class's methods: attr -> dotted values
+    attr_values: dict[str, tuple[str | None, ...]] = attrs.field(factory=dict)
+
+
+@attrs.define(slots=True)
+class GuardSummary:
+    """An ``if __name__ == "__main__":`` block at module level."""
+
+    stmt: StmtPath
+    line: int
+    body_first: StmtPath
+    body_len: int
+
+
+@attrs.define(slots=True)
+class FileSummary:
+    relpath: str
+    module: str
+    #: local name -> fully qualified name of what it refers to ("torch.utils.data.DataLoader")
+    imports: dict[str, str]
+    functions: list[FunctionSummary]
+    classes: list[ClassSummary]
+    main_guards: list[GuardSummary]
+    #: every name bound anywhere in the file (to choose import aliases that do not collide)
+    bound_names: frozenset[str]
+    #: local names bound by imports at module level (not inside functions)
+    top_imports: frozenset[str]
+    #: modules imported anywhere, fully qualified ("torch.distributed")
+    imported_modules: frozenset[str]
+    lines: int
+    #: the first statements: index of the first statement after the docstring and
+    #: ``from __future__`` imports (where dftpass puts its imports)
+    import_anchor: int = 0
+
+    def function(self, qualname: str) -> FunctionSummary | None:
+        for fn in self.functions:
+            if fn.qualname == qualname:
+                return fn
+        return None
+
+    def cls(self, qualname: str) -> ClassSummary | None:
+        for c in self.classes:
+            if c.qualname == qualname:
+                return c
+        return None
+
+    @property
+    def module_scope(self) -> FunctionSummary:
+        return self.functions[0]
+
+
+# --------------------------------------------------------------------------------------
+# dotted texts
+# --------------------------------------------------------------------------------------
+
+
+def dotted(node: ast.AST | None) -> str | None:
+    """``a.b.c`` for attribute chains, ``f()`` for calls, ``x[]`` for subscripts."""
+    parts: list[str] = []
+    while True:
+        if isinstance(node, ast.Name):
+            parts.append(node.id)
+            break
+        if isinstance(node, ast.Attribute):
+            parts.append(node.attr)
+            node = node.value
+        elif isinstance(node, ast.Call):
+            inner = dotted(node.func)
+            parts.append((inner or "?") + "()")
+            break
+        elif isinstance(node, ast.Subscript):
+            inner = dotted(node.value)
+            parts.append((inner or "?") + "[]")
+            break
+        elif isinstance(node, ast.Constant) and isinstance(node.value, (int, float, str)):
+            parts.append(repr(node.value))
+            break
+        else:
+            if not parts:
+                return None
+            parts.append("?")
+            break
+    return ".".join(reversed(parts))
+
+
+def _callee(node: ast.Call) -> str:
+    return dotted(node.func) or "?"
+
+
+def _target_names(node: ast.AST) -> tuple[str, ...]:
+    names = []
+    for sub in ast.walk(node):
+        if isinstance(sub, ast.Name):
+            names.append(sub.id)
+    return tuple(names)
+
+
+def _is_main_guard(stmt: ast.stmt) -> bool:
+    if not isinstance(stmt, ast.If):
+        return False
+    test = stmt.test
+    if not (isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.ops[0], ast.Eq)):
+        return False
+    sides = [test.left, test.comparators[0]]
+    has_name = any(isinstance(s, ast.Name) and s.id == "__name__" for s in sides)
+    has_main = any(isinstance(s, ast.Constant) and s.value == "__main__" for s in sides)
+    return has_name and has_main
+
+
+def _blocks(stmt: ast.stmt) -> Iterator[tuple[str, list[ast.stmt]]]:
+    """The statement lists nested in ``stmt``, with the path field that names each."""
+    for field in ("body", "orelse", "finalbody"):
+        block = getattr(stmt, field, None)
+        if isinstance(block, list) and block and isinstance(block[0], ast.stmt):
+            yield field, block
+    for k, handler in enumerate(getattr(stmt, "handlers", ()) or ()):
+        yield f"handlers.{k}", handler.body
+    for k, case in enumerate(getattr(stmt, "cases", ()) or ()):
+        yield f"cases.{k}", case.body
+
+
+def _expr_children(stmt: ast.stmt) -> Iterator[ast.AST]:
+    """The expressions of one statement, not those of its nested statements."""
+    for child in ast.iter_child_nodes(stmt):
+        if isinstance(child, (ast.stmt, ast.excepthandler, ast.match_case)):
+            if isinstance(child, ast.excepthandler) and child.type is not None:
+                yield child.type
+            continue
+        yield child
+
+
+def _walk_expr(node: ast.AST) -> Iterator[ast.AST]:
+    stack = [node]
+    while stack:
+        n = stack.pop()
+        yield n
+        stack.extend(ast.iter_child_nodes(n))
+
+
+# --------------------------------------------------------------------------------------
+# the walk
+# --------------------------------------------------------------------------------------
+
+
+class _Builder:
+    def __init__(self, module: str, is_package: bool) -> None:
+        self.module = module
+        self.is_package = is_package
+        self.imports: dict[str, str] = {}
+        self.imported_modules: set[str] = set()
+        self.functions: list[FunctionSummary] = []
+        self.classes: list[ClassSummary] = []
+        self.guards: list[GuardSummary] = []
+        self.bound: set[str] = set()
+        self.top_imports: set[str] = set()
+
+    # -- imports -------------------------------------------------------------------
+    def _resolve_relative(self, level: int, module: str | None) -> str:
+        parts = self.module.split(".")
+        base = parts if self.is_package else parts[:-1]
+        if level > 1:
+            base = base[: len(base) - (level - 1)]
+        return ".".join([*base, module] if module else base)
+
+    def _import(self, stmt: ast.Import | ast.ImportFrom, at_module: bool) -> None:
+        if isinstance(stmt, ast.Import):
+            for alias in stmt.names:
+                self.imported_modules.add(alias.name)
+                local = alias.asname or alias.name.split(".")[0]
+                target = alias.name if alias.asname else alias.name.split(".")[0]
+                self.bound.add(local)
+                if at_module:
+                    self.top_imports.add(local)
+                if at_module or local not in self.imports:
+                    self.imports[local] = target
+            return
+        base = stmt.module or ""
+        if stmt.level:
+            base = self._resolve_relative(stmt.level, stmt.module)
+        self.imported_modules.add(base)
+        for alias in stmt.names:
+            if alias.name == "*":
+                continue
+            local = alias.asname or alias.name
+            self.bound.add(local)
+            if at_module:
+                self.top_imports.add(local)
+            self.imported_modules.add(f"{base}.{alias.name}")
+            if at_module or local not in self.imports:
+                self.imports[local] = f"{base}.{alias.name}" if base else alias.name
+
+    # -- functions -------------------------------------------------------------------
+    def function(self, node: ast.FunctionDef | ast.AsyncFunctionDef | None, qualname: str,
+                 cls: str | None, path: StmtPath, body: list[ast.stmt]) -> FunctionSummary:
+        if node is None:
+            fn = FunctionSummary(qualname, qualname, None, (), 1, 0, 0)
+        else:
+            args = node.args
+            positional = tuple(a.arg for a in [*args.posonlyargs, *args.args])
+            params = positional + tuple(a.arg for a in args.kwonlyargs)
+            if args.vararg:
+                params += (args.vararg.arg,)
+            if args.kwarg:
+                params += (args.kwarg.arg,)
+            self.bound.update(params)
+            defaults: dict[str, str | None] = {}
+            for a, d in zip(reversed(positional), reversed(args.defaults)):
+                defaults[a] = dotted(d)
+            for a, d in zip(args.kwonlyargs, args.kw_defaults):
+                if d is not None:
+                    defaults[a.arg] = dotted(d)
+            fn = FunctionSummary(
+                qualname=qualname,
+                name=node.name,
+                cls=cls,
+                stmt=path,
+                line=node.lineno,
+                col=node.col_offset,
+                end_line=getattr(node, "end_lineno", node.lineno) or node.lineno,
+                is_async=isinstance(node, ast.AsyncFunctionDef),
+                decorators=tuple(dotted(d) or "?" for d in node.decorator_list),
+                params=params,
+                positional=positional,
+                defaults=defaults,
+            )
+        self.functions.append(fn)
+        first = 0
+        if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant) \
+                and isinstance(body[0].value.value, str):
+            fn.has_docstring = node is not None
+            first = 1 if node is not None else 0
+        fn.body_first = path + (("body", first),) if node is not None else (("body", first),)
+        walker = _FunctionWalker(self, fn)
+        walker.block(body, path, "body", loops=(), withs=(), guard=False)
+        fn.returns = tuple(walker.returns)
+        fn.withs = tuple(walker.all_withs)
+        return fn
+
+    def class_(self, node: ast.ClassDef, qualname: str, path: StmtPath) -> None:
+        cs = ClassSummary(
+            qualname=qualname,
+            name=node.name,
+            stmt=path,
+            line=node.lineno,
+            bases=tuple(dotted(b) or "?" for b in node.bases),
+            decorators=tuple(dotted(d) or "?" for d in node.decorator_list),
+        )
+        self.classes.append(cs)
+        self.bound.add(node.name)
+        for i, stmt in enumerate(node.body):
+            sub = path + (("body", i),)
+            if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                q = f"{qualname}.{stmt.name}"
+                cs.methods[stmt.name] = q
+                self.bound.add(stmt.name)
+                fn = self.function(stmt, q, qualname, sub, stmt.body)
+                for a in fn.assigns:
+                    if a.target.startswith("self."):
+                        attr = a.target[5:]
+                        cs.attr_values[attr] = cs.attr_values.get(attr, ()) + (a.value,)
+            elif isinstance(stmt, ast.ClassDef):
+                self.class_(stmt, f"{qualname}.{stmt.name}", sub)
+
+
+class _FunctionWalker:
+    """Walks the statements of one function (or of the module's top level)."""
+
+    def __init__(self, builder: _Builder, fn: FunctionSummary) -> None:
+        self.b = builder
+        self.fn = fn
+        self.returns: list[str | None] = []
+        self.all_withs: list[str] = []
+
+    def block(self, stmts: list[ast.stmt], owner: StmtPath, field: str,
+              loops: tuple[int, ...], withs: tuple[str, ...], guard: bool) -> None:
+        for i, stmt in enumerate(stmts):
+            self.statement(stmt, owner + ((field, i),), loops, withs, guard)
+
+    def statement(self, stmt: ast.stmt, path: StmtPath, loops: tuple[int, ...],
+                  withs: tuple[str, ...], guard: bool) -> None:
+        fn = self.fn
+        fn.n_stmts += 1
+        at_module = fn.is_module
+        if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            self.b.bound.add(stmt.name)
+            for d in stmt.decorator_list:  # decorators run in the enclosing scope
+                self._expressions([d], stmt, path, loops, withs, guard)
+            prefix = "" if fn.is_module else f"{fn.qualname}.<locals>."
+            self.b.function(stmt, prefix + stmt.name, None, path, stmt.body)
+            return
+        if isinstance(stmt, ast.ClassDef):
+            prefix = "" if fn.is_module else f"{fn.qualname}.<locals>."
+            self.b.class_(stmt, prefix + stmt.name, path)
+            return
+        if isinstance(stmt, (ast.Import, ast.ImportFrom)):
+            self.b._import(stmt, at_module)
+            return
+        if isinstance(stmt, (ast.Global, ast.Nonlocal)):
+            self.b.bound.update(stmt.names)
+            return
+
+        is_guard = at_module and len(path) == 1 and _is_main_guard(stmt)
+        if is_guard:
+            self.b.guards.append(GuardSummary(path, stmt.lineno, path + (("body", 0),), len(stmt.body)))
+
+        loop_index = None
+        if isinstance(stmt, (ast.For, ast.AsyncFor, ast.While)):
+            loop_index = self._loop(stmt, path, loops)
+
+        # the statement's own expressions
+        inner_withs = withs
+        if isinstance(stmt, (ast.With, ast.AsyncWith)):
+            items = tuple(dotted(item.context_expr) or "?" for item in stmt.items)
+            self.all_withs.extend(items)
+            inner_withs = withs + items
+            for item in stmt.items:
+                if item.optional_vars is not None:
+                    self.b.bound.update(_target_names(item.optional_vars))
+        self._expressions(_expr_children(stmt), stmt, path, loops, withs, guard)
+        if isinstance(stmt, ast.Return):
+            self.returns.append(dotted(stmt.value))
+        if isinstance(stmt, (ast.Assign, ast.AnnAssign)):
+            self._assign(stmt, path)
+
+        inner_loops = loops + (loop_index,) if loop_index is not None else loops
+        for field, block in _blocks(stmt):
+            in_loop_body = loop_index is not None and field == "body"
+            self.block(block, path, field, inner_loops if in_loop_body else loops,
+                       inner_withs, guard or is_guard)
+
+    def _expressions(self, exprs, stmt: ast.stmt, path: StmtPath, loops, withs, guard) -> None:
+        fn = self.fn
+        whole = getattr(stmt, "value", None)
+        for expr in exprs:
+            for node in _walk_expr(expr):
+                if isinstance(node, ast.Call):
+                    if isinstance(stmt, ast.Expr) and node is whole:
+                        kind = "expr"
+                    elif isinstance(stmt, (ast.Assign, ast.AnnAssign)) and node is whole:
+                        kind = "assign"
+                    elif isinstance(stmt, ast.Return) and node is whole:
+                        kind = "return"
+                    elif isinstance(stmt, (ast.With, ast.AsyncWith)) and any(
+                            node is item.context_expr for item in stmt.items):
+                        kind = "with"
+                    else:
+                        kind = "other"
+                    assigned: tuple[str, ...] = ()
+                    if kind == "assign":
+                        targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]
+                        assigned = tuple(n for t in targets for n in _target_names(t))
+                    fn.calls.append(CallSite(
+                        callee=_callee(node),
+                        line=node.lineno,
+                        col=node.col_offset,
+                        stmt=path,
+                        stmt_kind=kind,
+                        args=tuple(dotted(a) for a in node.args),
+                        keywords=tuple((k.arg, dotted(k.value)) for k in node.keywords if k.arg),
+                        loops=loops,
+                        withs=withs,
+                        assigned_to=assigned,
+                        in_main_guard=guard,
+                    ))
+                elif isinstance(node, (ast.Yield, ast.YieldFrom)):
+                    fn.is_generator = True
+                elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+                    self.b.bound.add(node.id)
+                elif isinstance(node, ast.arg):
+                    self.b.bound.add(node.arg)
+
+    def _assign(self, stmt: ast.Assign | ast.AnnAssign, path: StmtPath) -> None:
+        targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]
+        value = stmt.value
+        if value is None:
+            return
+        text = dotted(value)
+        call_args = tuple(dotted(a) for a in value.args) if isinstance(value, ast.Call) else ()
+        for t in targets:
+            if isinstance(t, (ast.Name, ast.Attribute)):
+                name = dotted(t)
+                if name:
+                    self.fn.assigns.append(Assign(name, text, stmt.lineno, path, call_args))
+
+    def _loop(self, stmt: ast.For | ast.AsyncFor | ast.While, path: StmtPath,
+              loops: tuple[int, ...]) -> int:
+        fn = self.fn
+        index = len(fn.loops)
+        kind = "while" if isinstance(stmt, ast.While) else ("async for" if isinstance(stmt, ast.AsyncFor) else "for")
+        loop = LoopSummary(index=index, kind=kind, stmt=path, line=stmt.lineno, col=stmt.col_offset,
+                           parent=loops[-1] if loops else None, body_first=path + (("body", 0),))
+        fn.loops.append(loop)
+        loop.has_break = _has_break(stmt.body)
+        loop.body_calls = tuple(
+            _callee(s.value) for s in stmt.body if isinstance(s, ast.Expr) and isinstance(s.value, ast.Call)
+        )
+        nexts = []
+        for i, s in enumerate(stmt.body):
+            if isinstance(s, (ast.Assign, ast.AnnAssign)) and isinstance(s.value, ast.Call) \
+                    and dotted(s.value.func) == "next":
+                nexts.append((path + (("body", i),), dotted(s.value.args[0]) if s.value.args else None))
+        loop.next_calls = tuple(nexts)
+        if isinstance(stmt, ast.While):
+            return index
+        target = stmt.target
+        loop.target_names = _target_names(target)
+        if isinstance(target, ast.Name):
+            loop.single_target = target.id
+        elif isinstance(target, ast.Tuple) and target.elts and isinstance(target.elts[0], ast.Name):
+            loop.first_target = target.elts[0].id
+        self.b.bound.update(loop.target_names)
+        node = stmt.iter
+        loop.iter_text = _short_unparse(node)
+        layers = []
+        while isinstance(node, ast.Call) and node.args and not isinstance(node.args[0], ast.Starred):
+            layers.append(IterLayer(_callee(node), tuple(dotted(a) for a in node.args)))
+            node = node.args[0]
+        loop.layers = tuple(layers)
+        loop.core = dotted(node)
+        return index
+
+
+def _short_unparse(node: ast.AST, limit: int = 120) -> str:
+    try:
+        text = ast.unparse(node)
+    except Exception:  # pragma: no cover - unparse handles every parsed tree
+        return "?"
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _has_break(body: list[ast.stmt]) -> bool:
+    """A ``break`` that leaves this loop (not one of a nested loop or function)."""
+    stack = list(body)
+    while stack:
+        s = stack.pop()
+        if isinstance(s, ast.Break):
+            return True
+        if isinstance(s, (ast.For, ast.AsyncFor, ast.While, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            stack.extend(s.orelse if isinstance(s, (ast.For, ast.AsyncFor, ast.While)) else [])
+            continue
+        for _, block in _blocks(s):
+            stack.extend(block)
+    return False
+
+
+_FRAMEWORK_IMPORTS = ("torch", "tensorflow", "jax", "keras", "lightning", "pytorch_lightning")
+
+
+def _sets_environment(stmt: ast.stmt) -> bool:
+    """``os.environ[...] = ...``, ``os.environ.update/setdefault(...)``, ``os.putenv(...)``."""
+    for node in ast.walk(stmt):
+        if isinstance(node, ast.Subscript) and isinstance(node.ctx, ast.Store) and \
+                (dotted(node.value) or "").endswith("environ"):
+            return True
+        if isinstance(node, ast.Call):
+            callee = dotted(node.func) or ""
+            if callee.endswith(("environ.update", "environ.setdefault", "putenv")):
+                return True
+    return False
+
+
+def _imports_framework(stmt: ast.stmt) -> bool:
+    if isinstance(stmt, ast.Import):
+        return any(a.name.split(".")[0] in _FRAMEWORK_IMPORTS for a in stmt.names)
+    if isinstance(stmt, ast.ImportFrom) and not stmt.level and stmt.module:
+        return stmt.module.split(".")[0] in _FRAMEWORK_IMPORTS
+    return False
+
+
+def _import_anchor(tree: ast.Module) -> int:
+    """Where dftpass's imports go: after the docstring and ``from __future__`` imports; and
+    after any environment set-up that precedes the first framework import, because importing
+    ``dftracer.python`` imports torch, which must see that environment."""
+    i = 0
+    body = tree.body
+    if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant) \
+            and isinstance(body[0].value.value, str):
+        i = 1
+    while i < len(body) and isinstance(body[i], ast.ImportFrom) and body[i].module == "__future__":
+        i += 1
+    anchor = i
+    for k in range(i, len(body)):
+        if _imports_framework(body[k]):
+            break
+        if _sets_environment(body[k]):
+            anchor = k + 1
+    return anchor
+
+
+def summarize_tree(tree: ast.Module, relpath: str, module: str, lines: int) -> FileSummary:
+    is_package = relpath.endswith("__init__.py")
+    builder = _Builder(module, is_package)
+    builder.function(None, MODULE_SCOPE, None, (), tree.body)
+    # the module scope must be first: FileSummary.module_scope relies on it
+    builder.functions.sort(key=lambda f: f.qualname != MODULE_SCOPE)
+    return FileSummary(
+        relpath=relpath,
+        module=module,
+        imports=builder.imports,
+        functions=builder.functions,
+        classes=builder.classes,
+        main_guards=builder.guards,
+        bound_names=frozenset(builder.bound),
+        top_imports=frozenset(builder.top_imports),
+        imported_modules=frozenset(builder.imported_modules),
+        lines=lines,
+        import_anchor=_import_anchor(tree),
+    )
+
+
+def summarize(source: bytes, relpath: str, module: str) -> FileSummary:
+    """Parse ``source`` (bytes: the coding cookie is honoured) and summarize it.
+
+    Raises ``SyntaxError`` / ``ValueError`` for a file that does not parse.
+    """
+    tree = ast.parse(source, filename=relpath)
+    return summarize_tree(tree, relpath, module, source.count(b"\n") + 1)

@@ -1,0 +1,142 @@
+"""Writing results: the annotated copy, in-place edits with backups, patches and reports.
+
+Rules that keep users' files safe, enforced here and nowhere else:
+
+* every write goes to a temporary file in the target's folder, is flushed to disk and then
+  renamed over the target (``os.replace``): a file is either the old one or the new one;
+* every path written is checked to lie inside the one root the command may write to (the
+  output folder, or the project for ``--in-place``), after resolving links;
+* ``--in-place`` keeps a copy of every file it changes under ``.dftpass/backup/<stamp>/``
+  before replacing it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+import time
+from pathlib import Path
+
+from dftpass.core.pipeline import AnnotateResult
+
+STATE_DIR = ".dftpass"  # dftpass's own folder inside a tree it wrote
+_COPY_IGNORE = {".git", ".hg", ".svn", "__pycache__", STATE_DIR, ".mypy_cache", ".pytest_cache", ".ruff_cache"}
+
+
+class UnsafeWrite(Exception):
+    """A write would land outside the allowed root."""
+
+
+def _check_inside(path: Path, root: Path) -> None:
+    resolved = path.resolve()
+    root = root.resolve()
+    if resolved != root and root not in resolved.parents:
+        raise UnsafeWrite(f"refusing to write {path}: outside {root}")
+
+
+def atomic_write(path: Path, data: bytes, root: Path, mode: int | None = None) -> None:
+    """Write ``data`` to ``path`` atomically; ``path`` must resolve inside ``root``."""
+    _check_inside(path.parent, root)
+    if path.is_symlink():
+        raise UnsafeWrite(f"refusing to write through the link {path}")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".dftpass-tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+        if mode is not None:
+            os.chmod(tmp, mode)
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except FileNotFoundError:
+            pass
+        raise
+
+
+def _is_virtualenv(path: Path) -> bool:
+    return (path / "pyvenv.cfg").is_file()
+
+
+def is_dftpass_output(path: Path) -> bool:
+    return (path / STATE_DIR / "report.json").is_file()
+
+
+def copy_project(src: Path, dst: Path) -> None:
+    """Copy the project to ``dst`` (links stay links; VCS folders, caches and virtualenvs stay out)."""
+    src, dst = src.resolve(), dst.resolve()
+
+    def ignore(folder: str, names: list[str]) -> set[str]:
+        out = {n for n in names if n in _COPY_IGNORE or n.endswith(".pyc")}
+        for n in names:
+            full = Path(folder) / n
+            if full.resolve() == dst or (full.is_dir() and not full.is_symlink() and _is_virtualenv(full)):
+                out.add(n)
+        return out
+
+    shutil.copytree(src, dst, symlinks=True, ignore=ignore, dirs_exist_ok=True)
+
+
+def prepare_output(project: Path, out: Path) -> None:
+    """Make ``out`` an empty place for the copy, refusing to clobber anything that is not ours."""
+    project, out = project.resolve(), out.resolve()
+    if out == project or out in project.parents:
+        raise UnsafeWrite(f"--out {out} would contain or be the project itself; choose another folder")
+    if out.exists():
+        if not out.is_dir() or (any(out.iterdir()) and not is_dftpass_output(out)):
+            raise UnsafeWrite(f"{out} exists and is not a dftpass output; remove it or choose another --out")
+        shutil.rmtree(out)
+
+
+def write_copy(result: AnnotateResult, out: Path) -> None:
+    prepare_output(result.root, out)
+    copy_project(result.root, out)
+    for f in result.changed():
+        target = out / f.relpath
+        atomic_write(target, f.new, out, mode=os.stat(result.root / f.relpath).st_mode & 0o7777)
+    _write_state(result, out)
+    result.out = out.resolve()
+
+
+def write_in_place(result: AnnotateResult) -> Path | None:
+    """Replace the changed files in the project, after backing each one up. Returns the backup folder."""
+    root = result.root
+    changed = result.changed()
+    backup = None
+    if changed:
+        backup = root / STATE_DIR / "backup" / time.strftime("%Y%m%d-%H%M%S")
+        for f in changed:
+            atomic_write(backup / f.relpath, f.original, root)
+        for f in changed:
+            target = root / f.relpath
+            atomic_write(target, f.new, root, mode=os.stat(target).st_mode & 0o7777)
+    _write_state(result, root)
+    result.out = root
+    return backup
+
+
+def _write_state(result: AnnotateResult, root: Path) -> None:
+    state = root / STATE_DIR
+    atomic_write(state / "patches" / "annotation.patch", result.diff().encode("utf-8"), root)
+    atomic_write(state / "report.json", json.dumps(report_dict(result), indent=2).encode("utf-8"), root)
+
+
+def report_dict(result: AnnotateResult) -> dict:
+    return {
+        "mode": result.mode,
+        "project": str(result.root),
+        "files_considered": result.n_files,
+        "files_changed": sorted(f.relpath for f in result.changed()),
+        "pipeline": result.pipeline,
+        "edits": [
+            {"rule": e.rule, "path": rel, "line": e.line, "edit": type(e).__name__, "why": e.why}
+            for rel, e in result.edits()
+        ],
+        "findings": [f.to_dict() for f in result.findings],
+        "timings": [{"pass": t.pass_id, "seconds": round(t.seconds, 6), "status": t.status} for t in result.timings],
+    }
