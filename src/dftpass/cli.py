@@ -1,0 +1,157 @@
+"""The ``dftpass`` command line.
+
+Exit codes (the same for every command):
+
+====  =====================================================================================
+0     success
+1     the command ran and found problems: findings of severity *error* (a file left
+      untouched, a double initialization), or for ``validate`` anything still to annotate
+2     usage or configuration error (unknown option or key, bad value, pipeline cycle,
+      missing requirement, output folder that is not ours)
+3     internal error (a bug in dftpass or a plugin: please report it with the traceback)
+130   interrupted
+====  =====================================================================================
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import traceback
+from pathlib import Path
+
+from dftpass import __version__
+from dftpass.core import log
+from dftpass.core.config import ConfigError, cli_overrides, load_config
+from dftpass.core.manager import PassManager, PipelineError, make_plugin_manager
+from dftpass.core.writer import UnsafeWrite
+
+EXIT_OK, EXIT_FINDINGS, EXIT_USAGE, EXIT_INTERNAL, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
+
+
+class UsageError(Exception):
+    """A command-line mistake; exit code 2."""
+
+
+def _add_config_options(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("configuration")
+    g.add_argument("--config", type=Path, help="project configuration file (default: dftpass.yaml or "
+                   "[tool.dftpass] in the project's pyproject.toml)")
+    g.add_argument("--select", action="append", metavar="RULES", help="rules to run (ids, globs like ML-R2*, tag:NAME)")
+    g.add_argument("--ignore", action="append", metavar="RULES", help="rules to switch off")
+    g.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                   help="any configuration key, e.g. --set files.max-bytes=500000")
+    g.add_argument("--jobs", "-j", type=int, help="worker processes for per-file work (default 1)")
+
+
+def _add_pipeline_options(p: argparse.ArgumentParser, plugin_pm=None) -> None:
+    p.add_argument("project", type=Path, help="the project's root folder")
+    _add_config_options(p)
+    p.add_argument("--passes", help="run only these passes (comma-separated ids) and what they require")
+    p.add_argument("--time-passes", action="store_true", help="print the time of each pass")
+    p.add_argument("--format", choices=("text", "json", "sarif"), default="text", help="findings format")
+    if plugin_pm is not None:
+        plugin_pm.hook.dftpass_add_options(parser=p.add_argument_group("plugin options"))
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from dftpass.commands import annotate, info
+
+    # Plugins may add options to the annotation commands; they are found before parsing
+    # (entry points only: `plugins.disable` of the configuration cannot be known yet).
+    plugin_pm = make_plugin_manager()
+
+    parser = argparse.ArgumentParser(
+        prog="dftpass",
+        description="Instrument ML/DL Python projects with dftracer, run them traced, and tell where the time goes.",
+        epilog=__doc__.split("\n\n", 1)[1], formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--version", action="version", version=f"dftpass {__version__}")
+    parser.add_argument("--log-format", choices=("console", "json"), default="console")
+    parser.add_argument("-v", "--verbose", action="count", default=0)
+    parser.add_argument("-q", "--quiet", action="store_true")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+
+    p = sub.add_parser("run", help="annotate a project (writes a copy by default)")
+    _add_pipeline_options(p, plugin_pm)
+    where = p.add_mutually_exclusive_group()
+    where.add_argument("--out", type=Path, help="where the annotated copy goes (default: PROJECT-dftpass)")
+    where.add_argument("--in-place", action="store_true", help="edit the project's files (backups in .dftpass/backup)")
+    p.add_argument("--diff", action="store_true", help="print the unified diff")
+    p.set_defaults(func=annotate.cmd_run)
+
+    p = sub.add_parser("plan", help="what would change and why, and the diff; writes nothing")
+    _add_pipeline_options(p, plugin_pm)
+    p.add_argument("--no-diff", action="store_true", help="list the changes without the diff")
+    p.set_defaults(func=annotate.cmd_plan)
+
+    p = sub.add_parser("validate", help="check an annotated project; exit code 1 if anything is missing")
+    _add_pipeline_options(p, plugin_pm)
+    p.set_defaults(func=annotate.cmd_validate)
+
+    p = sub.add_parser("detect", help="frameworks, distribution, ROCm/HIP and dftracer's install flags")
+    p.add_argument("project", type=Path)
+    _add_config_options(p)
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=info.cmd_detect)
+
+    p = sub.add_parser("rules", help="list the rules")
+    _add_config_options(p)
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=info.cmd_rules, project=None)
+
+    p = sub.add_parser("explain", help="print a rule's documentation and examples")
+    p.add_argument("rule", help="a rule id, e.g. ML-R4")
+    _add_config_options(p)
+    p.set_defaults(func=info.cmd_explain, project=None)
+
+    p = sub.add_parser("config", help="the resolved configuration")
+    p.add_argument("project", type=Path, nargs="?", default=Path("."))
+    _add_config_options(p)
+    p.add_argument("--show", action="store_true", help="print every value with the layer it came from (default)")
+    p.set_defaults(func=info.cmd_config)
+
+    p = sub.add_parser("plugins", help="the plugins and the passes each contributes")
+    _add_config_options(p)
+    p.set_defaults(func=info.cmd_plugins, project=None)
+
+    return parser
+
+
+def load(args: argparse.Namespace):
+    """The resolved configuration and a pass manager for a command's arguments."""
+    overrides = cli_overrides(getattr(args, "select", None), getattr(args, "ignore", None),
+                              getattr(args, "jobs", None), getattr(args, "set", []) or [])
+    project = getattr(args, "project", None)
+    if project is not None and not project.is_dir():
+        raise UsageError(f"{project}: not a folder")
+    config = load_config(project, overrides, getattr(args, "config", None), cli_args=args)
+    manager = PassManager(config)
+    return config, manager
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    log.configure(args.log_format, -1 if args.quiet else args.verbose)
+    if not getattr(args, "func", None):
+        parser.print_help()
+        return EXIT_USAGE
+    try:
+        return args.func(args)
+    except (ConfigError, PipelineError, UsageError, UnsafeWrite) as exc:
+        print(f"dftpass: error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except KeyboardInterrupt:
+        print("dftpass: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    except BrokenPipeError:
+        return EXIT_OK
+    except Exception:  # noqa: BLE001 - last resort: say it is our bug, with the traceback
+        traceback.print_exc()
+        print("dftpass: internal error (exit 3): this is a bug in dftpass or a plugin; "
+              "please report it with the traceback above", file=sys.stderr)
+        return EXIT_INTERNAL
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

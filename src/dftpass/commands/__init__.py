@@ -1,0 +1,1 @@
+"""The subcommands of ``dftpass``; :mod:`dftpass.cli` builds the parser and dispatches."""

@@ -1,0 +1,117 @@
+"""``dftpass run``, ``plan`` and ``validate``: the annotation commands."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+import structlog
+
+from dftpass import __version__
+from dftpass.core.findings import Severity, render_json, render_sarif, render_text
+from dftpass.core.pipeline import AnnotateResult, annotate
+from dftpass.core.progress import Progress
+from dftpass.core.project import Project
+from dftpass.core.writer import write_copy, write_in_place
+
+log = structlog.get_logger("dftpass")
+
+
+def _annotate(args: argparse.Namespace, mode: str) -> AnnotateResult:
+    from dftpass.cli import load
+
+    config, manager = load(args)
+    project = args.project.resolve()
+    passes = [p.strip() for p in args.passes.split(",") if p.strip()] if getattr(args, "passes", None) else None
+    n = len(Project.discover(project, config.get("files.include"), config.exclude_globs()).files)
+    progress = Progress(n, "reading", enabled=None if args.log_format == "console" else False)
+    try:
+        result = annotate(project, config, mode, passes=passes, progress=progress, manager=manager)
+    finally:
+        progress.close()
+    if args.time_passes:
+        print_timings(result)
+    return result
+
+
+def print_timings(result: AnnotateResult) -> None:
+    total = sum(t.seconds for t in result.timings)
+    print("pass timings:", file=sys.stderr)
+    for t in result.timings:
+        share = 100 * t.seconds / total if total else 0
+        status = "" if t.status == "ran" else f"  ({t.status})"
+        print(f"  {t.pass_id:<32} {t.seconds * 1000:9.1f} ms {share:5.1f}%{status}", file=sys.stderr)
+    print(f"  {'total':<32} {total * 1000:9.1f} ms", file=sys.stderr)
+
+
+def _findings_out(args: argparse.Namespace, result: AnnotateResult, manager_rules: dict[str, str]) -> None:
+    if args.format == "json":
+        print(render_json(result.findings))
+    elif args.format == "sarif":
+        print(render_sarif(result.findings, manager_rules, __version__))
+    elif result.findings:
+        print(render_text(result.findings), file=sys.stderr)
+
+
+def _rule_titles() -> dict[str, str]:
+    from dftpass.plugins.builtin import PASSES
+
+    return {p.id: p.title for p in PASSES if p.is_rule()}
+
+
+def _exit_code(result: AnnotateResult, strict_warnings: bool = False) -> int:
+    bad = {Severity.ERROR, Severity.WARNING} if strict_warnings else {Severity.ERROR}
+    return 1 if any(f.severity in bad for f in result.findings) else 0
+
+
+def _summary_line(result: AnnotateResult) -> str:
+    edits = result.edits()
+    rules = sorted({e.rule for _, e in edits})
+    return (f"{len(result.changed())} of {result.n_files} files changed, {len(edits)} edits "
+            f"({', '.join(rules) or 'none'}); {len(result.errors())} errors")
+
+
+def cmd_plan(args: argparse.Namespace) -> int:
+    result = _annotate(args, "plan")
+    if args.format == "text":
+        for rel, e in result.edits():
+            print(f"{rel}:{e.line}: {e.rule} {e.why}")
+        if not args.no_diff and result.changed():
+            print()
+            print(result.diff(), end="")
+        print(_summary_line(result), file=sys.stderr)
+    _findings_out(args, result, _rule_titles())
+    return _exit_code(result)
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    result = _annotate(args, "run")
+    if args.in_place:
+        backup = write_in_place(result)
+        where = f"in place (backups in {backup})" if backup else "in place (nothing to change)"
+    else:
+        out = (args.out or result.root.with_name(result.root.name + "-dftpass")).resolve()
+        write_copy(result, out)
+        where = f"to {out}"
+    if args.diff:
+        print(result.diff(), end="")
+    _findings_out(args, result, _rule_titles())
+    print(f"{_summary_line(result)}; written {where}", file=sys.stderr)
+    return _exit_code(result)
+
+
+def cmd_validate(args: argparse.Namespace) -> int:
+    result = _annotate(args, "validate")
+    if args.format == "text":
+        if result.findings:
+            print(render_text(result.findings))
+        missing = sum(1 for f in result.findings if f.severity != Severity.INFO)
+        print(f"validate: {missing} problems in {result.n_files} files", file=sys.stderr)
+    else:
+        _findings_out(args, result, _rule_titles())
+    return _exit_code(result, strict_warnings=True)
+
+
+def project_root(path: Path) -> Path:
+    return path.resolve()

@@ -1,0 +1,1 @@
+"""Analyses: cached results other passes ask for with ``ctx.analysis(ID)``."""

@@ -1,0 +1,125 @@
+"""The ``frameworks`` analysis: which ML frameworks, distribution and hardware the project uses.
+
+Detection reads imports (from the file summaries, so it costs nothing extra) and a few call
+names; the machine is consulted only for ROCm (``ROCM_PATH``, ``/opt/rocm``). The result gates
+rules (``frameworks = ("pytorch",)``) and chooses dftracer's build flags
+(``dftpass detect`` / ``dftpass install``).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import attrs
+
+from dftpass.core import emitter
+from dftpass.core.passes import Pass, PassKind
+
+#: framework -> import prefixes that show it is used
+MARKERS: dict[str, tuple[str, ...]] = {
+    "pytorch": ("torch",),
+    "lightning": ("lightning", "pytorch_lightning"),
+    "tensorflow": ("tensorflow", "keras", "tf_keras"),
+    "jax": ("jax", "flax", "optax", "orbax"),
+    "horovod": ("horovod",),
+    "deepspeed": ("deepspeed",),
+    "fsdp": ("torch.distributed.fsdp",),
+    "mpi4py": ("mpi4py",),
+    "h5py": ("h5py",),
+    "dali": ("nvidia.dali",),
+    "numba": ("numba",),
+}
+_DISTRIBUTED = ("torch.distributed", "horovod", "mpi4py", "deepspeed")
+_HIP_CALLS = ("torch.version.hip", "hip", "hipify")
+
+
+@attrs.define
+class Detection:
+    names: set[str] = attrs.field(factory=set)
+    #: framework -> ["file:line" or "file"] showing where it was seen
+    evidence: dict[str, list[str]] = attrs.field(factory=dict)
+    distributed: bool = False
+    has_dataloader: bool = False
+    cuda: bool = False
+    #: HIP/ROCm use in the project's own code (needs DFTRACER_ENABLE_HIP_TRACING)
+    hip_in_code: bool = False
+    #: a ROCm installation on this machine
+    rocm_path: str | None = None
+
+    def install_flags(self) -> dict[str, str]:
+        flags = {}
+        if self.hip_in_code:
+            flags[emitter.BUILD_FLAG_HIP] = "ON"
+        if "mpi4py" in self.names or "horovod" in self.names:
+            flags[emitter.BUILD_FLAG_MPI] = "ON"
+        if "h5py" in self.names:
+            flags[emitter.BUILD_FLAG_HDF5] = "ON"
+        return flags
+
+    def to_dict(self) -> dict:
+        return {
+            "frameworks": sorted(self.names - {"ml", "distributed", "rocm"}),
+            "distributed": self.distributed,
+            "has_dataloader": self.has_dataloader,
+            "cuda": self.cuda,
+            "hip_tracing_needed": self.hip_in_code,
+            "rocm": {"found": self.rocm_path is not None, "path": self.rocm_path},
+            "install_flags": self.install_flags(),
+            "evidence": {k: v[:5] for k, v in sorted(self.evidence.items())},
+        }
+
+
+def _rocm_path() -> str | None:
+    path = os.environ.get("ROCM_PATH")
+    if path and Path(path).is_dir():
+        return path
+    return "/opt/rocm" if Path("/opt/rocm").is_dir() else None
+
+
+class FrameworksAnalysis(Pass):
+    """Frameworks, distribution, data pipeline and GPU runtime the project uses."""
+
+    id = "frameworks"
+    title = "Framework detection"
+    kind = PassKind.ANALYSIS
+
+    def run(self, ctx) -> Detection:
+        markers = {k: list(v) for k, v in MARKERS.items()}
+        for fw, prefixes in ctx.manager.framework_markers().items():
+            markers.setdefault(fw, []).extend(prefixes)
+        det = Detection()
+
+        def seen(name: str, where: str) -> None:
+            det.names.add(name)
+            det.evidence.setdefault(name, []).append(where)
+
+        for fs in ctx.project.summaries():
+            for module in fs.imported_modules:
+                for fw, prefixes in markers.items():
+                    if any(module == p or module.startswith(p + ".") for p in prefixes):
+                        seen(fw, fs.relpath)
+                if any(module == p or module.startswith(p + ".") for p in _DISTRIBUTED):
+                    seen("distributed", fs.relpath)
+            for fn in fs.functions:
+                for call in fn.calls:
+                    last = call.method
+                    if last == "DataLoader":
+                        det.has_dataloader = True
+                    if last in ("DistributedDataParallel", "init_process_group"):
+                        seen("distributed", f"{fs.relpath}:{call.line}")
+                    if last == "cuda" or call.callee.startswith(("torch.cuda.", "cuda.")):
+                        det.cuda = True
+                    if call.callee.startswith(_HIP_CALLS):
+                        det.hip_in_code = True
+                        seen("rocm", f"{fs.relpath}:{call.line}")
+        for f in ctx.project.root.rglob("*.hip"):
+            det.hip_in_code = True
+            seen("rocm", str(f.relative_to(ctx.project.root)))
+            break
+        det.rocm_path = _rocm_path()
+        det.distributed = "distributed" in det.names
+        if det.names & {"pytorch", "lightning", "tensorflow", "jax"}:
+            det.names.add("ml")  # the gate of rules that apply to any ML framework
+        det.evidence = {k: sorted(set(v)) for k, v in det.evidence.items()}
+        return det

@@ -1,0 +1,1 @@
+"""Rules for compute: forward, backward, optimizer step."""

@@ -1,0 +1,1 @@
+"""Rules for the data pipeline: samples, preprocessing, I/O."""

@@ -1,0 +1,1 @@
+"""Rules for the program's lifecycle: one initialization, finalize on every exit."""

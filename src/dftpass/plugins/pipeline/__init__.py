@@ -1,0 +1,1 @@
+"""Rules for the training pipeline: phases, epoch and batch loops, step metadata."""

@@ -1,0 +1,128 @@
+"""ML-R8: ``ai.update(step=..., epoch=...)`` once per batch-loop iteration."""
+
+from __future__ import annotations
+
+from dftpass.core.edits import Enumerate, InsertBefore
+from dftpass.core.emitter import recognize
+from dftpass.core.loops import LoopFacts
+from dftpass.core.passes import Case, Pass, PassKind
+
+STEP_NAME = "_dft_step"
+
+
+class StepMetadata(Pass):
+    """Tell dftracer the current step and epoch: ``ai.update(step=..., epoch=...)``.
+
+    What it does:
+        Inserts ``ai.update(step=S, epoch=E)`` as the first statement of every batch loop.
+        ``S`` is the loop's ``enumerate`` index; a loop without one is enumerated
+        (``for batch in loader`` -> ``for _dft_step, batch in enumerate(...)``). ``E`` is the
+        enclosing epoch loop's variable, or the parameter through which every caller passes
+        it. Every epoch loop with an integer variable also gets ``ai.update(epoch=E)`` first,
+        so the events outside batch loops (evaluation, checkpoints) carry the epoch too.
+
+    Why:
+        ``ai.update`` sets ``step`` and ``epoch`` on every node; they stick to all later
+        events, which is how a trace is cut by step and epoch. It costs ~15 µs with tracing
+        off and ~65 µs on, so it goes once per step, never per sample.
+
+    Example:
+        ``for step, (x, y) in enumerate(loader):`` gets ``ai.update(step=step, epoch=epoch)``
+        as its first statement when ``epoch`` is the epoch loop's variable.
+
+    Fix safety:
+        Safe: ``enumerate`` adds an index without changing what the loop unpacks; the values
+        passed are the loop's own integers (never ``None``, which dftracer cannot take).
+        A loop whose body already starts with ``ai.update`` is left alone.
+
+    Options:
+        None.
+    """
+
+    id = "ML-R8"
+    title = "Step and epoch metadata"
+    kind = PassKind.TRANSFORM
+    requires = ("loops",)
+    after = ("ML-R6", "ML-R3")
+    tags = ("pipeline", "metadata")
+
+    VALID = [
+        "def f(model, items):\n    for i, x in enumerate(items):\n        model(x)\n",
+    ]
+    INVALID = [
+        Case(
+            "def run(model, loader, epochs):\n    for epoch in range(epochs):\n"
+            "        for i, (x, y) in enumerate(loader):\n            model(x)\n",
+            "from dftracer.python import ai\n\n\ndef run(model, loader, epochs):\n    for epoch in range(epochs):\n"
+            "        ai.update(epoch=epoch)\n        for i, (x, y) in enumerate(loader):\n"
+            "            ai.update(step=i, epoch=epoch)\n            model(x)\n",
+        ),
+        Case(
+            "def evaluate(model, val_loader):\n    for x, y in val_loader:\n        # forward only\n"
+            "        model(x)\n",
+            "from dftracer.python import ai\n\n\ndef evaluate(model, val_loader):\n"
+            "    for _dft_step, (x, y) in enumerate(val_loader):\n        ai.update(step=_dft_step)\n"
+            "        # forward only\n        model(x)\n",
+        ),
+        Case(
+            "def train_one(model, loader, ep):\n    for step, x in enumerate(loader):\n        model(x)\n\n\n"
+            "def main(model, loader):\n    for epoch in range(1, 4):\n        train_one(model, loader, epoch)\n",
+            "from dftracer.python import ai\n\n\ndef train_one(model, loader, ep):\n"
+            "    for step, x in enumerate(loader):\n        ai.update(step=step, epoch=ep)\n        model(x)\n\n\n"
+            "def main(model, loader):\n    for epoch in range(1, 4):\n        ai.update(epoch=epoch)\n"
+            "        train_one(model, loader, epoch)\n",
+        ),
+    ]
+
+    def run(self, ctx) -> None:
+        loops = ctx.analysis("loops")
+        graph = ctx.analysis("callgraph")
+        for facts in loops.of_kind("epoch"):
+            if facts.int_var and not self._has_update(graph, facts):
+                self._insert(ctx, graph, facts, epoch=facts.int_var)
+        for facts in loops.of_kind("batch"):
+            if self._has_update(graph, facts) or facts.loop.kind != "for":
+                continue
+            fs, fn = graph.functions[facts.function]
+            step = facts.step_var if facts.style == "iter" else facts.int_var
+            if step is None and facts.style == "iter":
+                step = STEP_NAME if STEP_NAME not in fs.bound_names else STEP_NAME + "_"
+                ctx.add_edit(fs.relpath, Enumerate(self.id, facts.loop.line, "a step index for ai.update",
+                                                   facts.loop.stmt, step))
+            if step is None:
+                continue
+            self._insert(ctx, graph, facts, step=step, epoch=self._epoch(loops, graph, facts))
+
+    @staticmethod
+    def _has_update(graph, facts: LoopFacts) -> bool:
+        fs = graph.file_of(facts.function)
+        return any(recognize(fs, c) == "update" for c in facts.loop.body_calls)
+
+    def _insert(self, ctx, graph, facts: LoopFacts, **values) -> None:
+        fs = graph.file_of(facts.function)
+        code = ctx.names(fs.relpath).update(**values)
+        ctx.add_edit(fs.relpath, InsertBefore(self.id, facts.loop.line, f"{facts.kind} metadata: {code}",
+                                              facts.loop.body_first, code, take_comments=False))
+
+    @staticmethod
+    def _epoch(loops, graph, facts: LoopFacts) -> str | None:
+        """The epoch variable in scope: an enclosing epoch loop's, or the parameter that
+        every caller inside an epoch loop passes that loop's variable through."""
+        outer = loops.enclosing(facts, "epoch")
+        if outer is not None:
+            return outer.int_var
+        fn = graph.fn(facts.function)
+        params = set()
+        for caller, call in graph.call_sites_of(facts.function):
+            epoch_vars = {loops.facts[(caller, i)].int_var for i in call.loops
+                          if loops.facts[(caller, i)].kind == "epoch"} - {None}
+            if not epoch_vars:
+                continue
+            offset = 1 if fn.cls and fn.positional[:1] in (("self",), ("cls",)) else 0
+            found = [fn.positional[j + offset] for j, a in enumerate(call.args)
+                     if a in epoch_vars and j + offset < len(fn.positional)]
+            found += [k for k, v in call.keywords if v in epoch_vars and k in fn.params]
+            if not found:
+                return None
+            params.add(found[0])
+        return params.pop() if len(params) == 1 else None

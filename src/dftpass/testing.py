@@ -1,0 +1,64 @@
+"""Helpers to test rules through their examples, for dftpass and for plugin authors.
+
+A rule's ``VALID`` and ``INVALID`` cases (:class:`dftpass.core.passes.Case`) are its tests:
+
+    from dftpass.testing import check_case
+    for case in MyRule.valid_cases() + MyRule.INVALID:
+        check_case(MyRule, case)
+
+:func:`check_case` writes the case to a throwaway project, runs the rule alone (with the
+analyses it needs) through the same pipeline as ``dftpass run``, compares the result with
+``case.after`` (or with ``case.before`` for a VALID case), and runs the rule again on the
+result to check that a second run changes nothing.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+
+from dftpass.core.config import Config, Source, Value
+from dftpass.core.manager import PassManager
+from dftpass.core.passes import Case, Pass
+from dftpass.core.pipeline import AnnotateResult, annotate
+
+
+def rule_config(rule_id: str, options: dict | None = None) -> Config:
+    src = Source("test")
+    values = {"rules.select": Value([rule_id], src),
+              "plugins.disable": Value([], src)}
+    for key, value in (options or {}).items():
+        values[f"rules.options.{rule_id}.{key}"] = Value(value, src)
+    return Config(values=values)
+
+
+def run_rule(rule: type[Pass], files: dict[str, str], options: dict | None = None) -> tuple[dict[str, str], AnnotateResult]:
+    """Run ``rule`` alone over a project made of ``files``; return every file's new text."""
+    with tempfile.TemporaryDirectory(prefix="dftpass-case-") as tmp:
+        root = Path(tmp)
+        for rel, text in files.items():
+            (root / rel).parent.mkdir(parents=True, exist_ok=True)
+            (root / rel).write_text(text, encoding="utf-8")
+        config = rule_config(rule.id, options)
+        manager = PassManager(config)
+        if manager.registry.get(rule.id) is not rule:
+            manager.add_passes(rule, plugin="test")
+        result = annotate(root, config, "run", manager=manager, jobs=1)
+        out = {}
+        for rel, text in files.items():
+            fr = result.files.get(rel)
+            out[rel] = fr.new.decode(fr.encoding) if fr is not None and fr.new is not None else text
+        return out, result
+
+
+def check_case(rule: type[Pass], case: Case) -> None:
+    """Assert that ``rule`` turns ``case.before`` into ``case.after`` and is idempotent."""
+    files = {**case.files, case.path: case.before}
+    out, result = run_rule(rule, files, case.options)
+    errors = [f for f in result.errors()]
+    assert not errors, f"{rule.id}: errors: {errors}"
+    expected = case.after if case.after is not None else case.before
+    got = out[case.path]
+    assert got == expected, f"{rule.id}: unexpected result\n--- got ---\n{got}\n--- expected ---\n{expected}"
+    again, _ = run_rule(rule, {**case.files, **out}, case.options)
+    assert again[case.path] == got, f"{rule.id}: a second run changed the file again:\n{again[case.path]}"
