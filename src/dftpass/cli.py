@@ -97,6 +97,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("rules", help="list the rules")
     _add_config_options(p)
     p.add_argument("--json", action="store_true")
+    p.add_argument("--markdown", action="store_true", help="the full catalogue, as in rules/catalogue.md")
     p.set_defaults(func=info.cmd_rules, project=None)
 
     p = sub.add_parser("explain", help="print a rule's documentation and examples")

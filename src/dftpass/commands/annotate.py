@@ -12,7 +12,6 @@ from dftpass import __version__
 from dftpass.core.findings import Severity, render_json, render_sarif, render_text
 from dftpass.core.pipeline import AnnotateResult, annotate
 from dftpass.core.progress import Progress
-from dftpass.core.project import Project
 from dftpass.core.writer import write_copy, write_in_place
 
 log = structlog.get_logger("dftpass")
@@ -24,8 +23,7 @@ def _annotate(args: argparse.Namespace, mode: str) -> AnnotateResult:
     config, manager = load(args)
     project = args.project.resolve()
     passes = [p.strip() for p in args.passes.split(",") if p.strip()] if getattr(args, "passes", None) else None
-    n = len(Project.discover(project, config.get("files.include"), config.exclude_globs()).files)
-    progress = Progress(n, "reading", enabled=None if args.log_format == "console" else False)
+    progress = Progress("reading", enabled=None if args.log_format == "console" else False)
     try:
         result = annotate(project, config, mode, passes=passes, progress=progress, manager=manager)
     finally:
@@ -51,7 +49,17 @@ def _findings_out(args: argparse.Namespace, result: AnnotateResult, manager_rule
     elif args.format == "sarif":
         print(render_sarif(result.findings, manager_rules, __version__))
     elif result.findings:
-        print(render_text(result.findings), file=sys.stderr)
+        shown = _shown(args, result)
+        if shown:
+            print(render_text(shown), file=sys.stderr)
+        hidden = len(result.findings) - len(shown)
+        if hidden:
+            print(f"({hidden} notes not shown; -v shows them)", file=sys.stderr)
+
+
+def _shown(args: argparse.Namespace, result: AnnotateResult):
+    """Notes (severity info) are shown with -v only; problems always."""
+    return [f for f in result.findings if args.verbose or f.severity != Severity.INFO]
 
 
 def _rule_titles() -> dict[str, str]:
@@ -104,8 +112,9 @@ def cmd_run(args: argparse.Namespace) -> int:
 def cmd_validate(args: argparse.Namespace) -> int:
     result = _annotate(args, "validate")
     if args.format == "text":
-        if result.findings:
-            print(render_text(result.findings))
+        shown = _shown(args, result)
+        if shown:
+            print(render_text(shown))
         missing = sum(1 for f in result.findings if f.severity != Severity.INFO)
         print(f"validate: {missing} problems in {result.n_files} files", file=sys.stderr)
     else:

@@ -56,6 +56,8 @@ class CallGraph:
     entries: list[Entry]
     #: (caller id, call index) -> callee id, for every resolved call
     resolved: dict[tuple[str, int], str]
+    #: relpath -> names defined at the top of the module: name -> function or class id
+    _top: dict[str, dict[str, str]] = attrs.field(factory=dict)
 
     # -- queries ---------------------------------------------------------------------------
     def fn(self, function_id: str) -> FunctionSummary:
@@ -155,15 +157,11 @@ class CallGraph:
         relpath = self.modules.get(module)
         if relpath is None:
             return None
-        fs = self.files[relpath]
-        for cs in fs.classes:
-            if cs.qualname == attr:
-                return fid(relpath, attr)
-        f = fs.function(attr)
-        if f is not None and f.cls is None and "<locals>" not in attr:
-            return fid(relpath, attr)
+        found = self._top[relpath].get(attr)
+        if found:
+            return found
         # re-exported name: follow the module's own import
-        target = fs.imports.get(attr)
+        target = self.files[relpath].imports.get(attr)
         if target and target != f"{module}.{attr}":
             return self._resolve_qualified(target, depth=1)
         return None
@@ -189,13 +187,8 @@ class CallGraph:
     def _resolve_name(self, fs: FileSummary, name: str) -> str | None:
         """A bare or dotted name as written in ``fs`` -> project function/class id."""
         head, _, rest = name.partition(".")
-        if not rest:
-            for cs in fs.classes:
-                if cs.qualname == head:
-                    return fid(fs.relpath, head)
-            f = fs.function(head)
-            if f is not None and f.cls is None:
-                return fid(fs.relpath, head)
+        if not rest and head in self._top[fs.relpath]:
+            return self._top[fs.relpath][head]
         if head in fs.imports:
             target = fs.imports[head] + ("." + rest if rest else "")
             return self._resolve_qualified(target)
@@ -284,8 +277,22 @@ def build_callgraph(summaries: Iterable[FileSummary],
             f = fid(fs.relpath, fn.qualname)
             graph.functions[f] = (fs, fn)
             graph.graph.add_node(f)
+        top = graph._top[fs.relpath] = {}
+        for fn in fs.functions:
+            if fn.cls is None and "." not in fn.qualname and not fn.is_module:
+                top[fn.qualname] = fid(fs.relpath, fn.qualname)
         for cs in fs.classes:
             graph.classes[fid(fs.relpath, cs.qualname)] = (fs, cs)
+            if "." not in cs.qualname:
+                top[cs.qualname] = fid(fs.relpath, cs.qualname)
+
+    # importing a project module runs its top-level code
+    for fs in files.values():
+        importer = fid(fs.relpath, MODULE_SCOPE)
+        for module in fs.imported_modules:
+            target = graph.modules.get(module)
+            if target and target != fs.relpath:
+                graph.graph.add_edge(importer, fid(target, MODULE_SCOPE))
 
     for caller, (fs, fn) in graph.functions.items():
         for i, call in enumerate(fn.calls):

@@ -13,16 +13,20 @@ import difflib
 import re
 import time
 from pathlib import Path
-from typing import Callable, Iterable
+from typing import TYPE_CHECKING, Iterable
 
 import attrs
 
 from dftpass.core.config import Config
 from dftpass.core.context import PassTiming, RunContext
-from dftpass.core.edits import Applied, Edit, EditSet, apply_edits
+from dftpass.core.edits import Edit, EditSet
 from dftpass.core.findings import Finding, Severity
 from dftpass.core.manager import PassManager
+from dftpass.core.progress import Progress
 from dftpass.core.project import TOOL, Project, pool_context
+
+if TYPE_CHECKING:
+    from dftpass.core.rewrite import Applied
 
 
 @attrs.define
@@ -71,12 +75,14 @@ class AnnotateResult:
         return [(rel, e) for rel, f in sorted(self.files.items()) for e in f.edits]
 
 
-def _apply_one(root: str, relpath: str, edit_set: EditSet, anchor: int) -> Applied:
+def _apply_one(root: str, relpath: str, edit_set: EditSet, anchor: int) -> "Applied":
+    from dftpass.core.rewrite import apply_edits
+
     source = (Path(root) / relpath).read_bytes()
     return apply_edits(relpath, source, edit_set, anchor)
 
 
-def _apply_chunk(root: str, items: list[tuple[str, EditSet, int]]) -> list[Applied]:
+def _apply_chunk(root: str, items: list[tuple[str, EditSet, int]]) -> list["Applied"]:
     return [_apply_one(root, rel, es, anchor) for rel, es, anchor in items]
 
 
@@ -101,7 +107,7 @@ def _edit_code(edit: Edit) -> str:
 
 
 def annotate(root: Path, config: Config, mode: str = "plan", *, passes: Iterable[str] | None = None,
-             jobs: int | None = None, progress: Callable[[str], None] | None = None,
+             jobs: int | None = None, progress: Progress | None = None,
              manager: PassManager | None = None) -> AnnotateResult:
     """Plan (and, unless ``mode == "validate"``, apply in memory) the annotation of ``root``."""
     jobs = jobs if jobs is not None else config.get("run.jobs")
@@ -110,6 +116,8 @@ def annotate(root: Path, config: Config, mode: str = "plan", *, passes: Iterable
 
     start = time.perf_counter()
     project = Project.discover(root, config.get("files.include"), config.exclude_globs())
+    if progress is not None:
+        progress.start(len(project.files))
     project.load(config.get("files.max-bytes"), jobs=jobs, progress=progress)
     ctx = RunContext(config, project, manager, mode)
     ctx.timings.append(PassTiming("(read + parse + summarize)", time.perf_counter() - start))
@@ -144,8 +152,11 @@ def annotate(root: Path, config: Config, mode: str = "plan", *, passes: Iterable
     return result
 
 
-def _apply_all(root: str, items: list[tuple[str, EditSet, int]], jobs: int) -> Iterable[Applied]:
-    if jobs <= 1 or len(items) < 4:
+def _apply_all(root: str, items: list[tuple[str, EditSet, int]], jobs: int) -> Iterable["Applied"]:
+    # libcst is imported only when some file has edits (it costs ~0.15 s), before forking
+    from dftpass.core import rewrite  # noqa: F401
+
+    if jobs <= 1 or len(items) < 16:  # a pool costs more than it saves on a few files
         return [_apply_one(root, rel, es, anchor) for rel, es, anchor in items]
     size = max(1, min(16, len(items) // (jobs * 4)))
     chunks = [items[i:i + size] for i in range(0, len(items), size)]

@@ -8,11 +8,16 @@ from typing import TextIO
 
 
 class Progress:
-    def __init__(self, total: int, label: str, stream: TextIO | None = None, enabled: bool | None = None) -> None:
-        self.total, self.label, self.done = total, label, 0
+    def __init__(self, label: str, stream: TextIO | None = None, enabled: bool | None = None) -> None:
+        self.total, self.label, self.done = 0, label, 0
         self.stream = stream or sys.stderr
-        self.enabled = (self.stream.isatty() and total > 1) if enabled is None else enabled
+        self._want = self.stream.isatty() if enabled is None else enabled
+        self.enabled = False
         self._last = 0.0
+
+    def start(self, total: int) -> None:
+        self.total, self.done = total, 0
+        self.enabled = self._want and total > 1
 
     def __call__(self, item: str = "") -> None:
         self.done += 1

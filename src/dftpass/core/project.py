@@ -151,13 +151,14 @@ def pool_context():
 class Project:
     root: Path
     files: dict[str, SourceFile]
-    #: files that were found but are not considered (excluded, generated); for reporting
-    skipped: list[str] = attrs.field(factory=list)
+    #: HIP kernels (``*.hip``) seen during discovery: the project's own code runs HIP
+    hip_sources: list[str] = attrs.field(factory=list)
 
     @classmethod
     def discover(cls, root: Path, include: list[str], exclude: list[str]) -> "Project":
         root = root.resolve()
         found: dict[str, SourceFile] = {}
+        hip: list[str] = []
         for dirpath, dirnames, filenames in os.walk(root):
             reldir = os.path.relpath(dirpath, root).replace(os.sep, "/")
             reldir = "" if reldir == "." else reldir
@@ -170,13 +171,15 @@ class Project:
             dirnames[:] = keep
             for name in sorted(filenames):
                 rel = f"{reldir}/{name}" if reldir else name
+                if name.endswith(".hip"):
+                    hip.append(rel)
                 if not glob_match(rel, include) or glob_match(rel, exclude):
                     continue
                 full = Path(dirpath) / name
                 if full.is_symlink():
                     continue  # never rewrite through a link: it may point outside the project
                 found[rel] = SourceFile(rel, full, module_name(root, rel))
-        return cls(root=root, files=dict(sorted(found.items())))
+        return cls(root=root, files=dict(sorted(found.items())), hip_sources=hip)
 
     def load(self, max_bytes: int, jobs: int = 1, progress=None) -> None:
         """Read and summarize every file (once); problems become ``SourceFile.problem``."""

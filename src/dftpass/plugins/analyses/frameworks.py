@@ -31,13 +31,14 @@ MARKERS: dict[str, tuple[str, ...]] = {
     "numba": ("numba",),
 }
 _DISTRIBUTED = ("torch.distributed", "horovod", "mpi4py", "deepspeed")
-_HIP_CALLS = ("torch.version.hip", "hip", "hipify")
+#: names whose use in the project's own code means it runs HIP (so dftracer needs HIP tracing)
+_HIP_NAMES = ("torch.version.hip", "hip.", "hipify", "pyhip")
 
 
 @attrs.define
 class Detection:
     names: set[str] = attrs.field(factory=set)
-    #: framework -> ["file:line" or "file"] showing where it was seen
+    #: framework -> files that show it is used
     evidence: dict[str, list[str]] = attrs.field(factory=dict)
     distributed: bool = False
     has_dataloader: bool = False
@@ -96,27 +97,28 @@ class FrameworksAnalysis(Pass):
 
         for fs in ctx.project.summaries():
             for module in fs.imported_modules:
+                if module.split(".")[0] in ("hip", "pyhip", "hipify"):
+                    det.hip_in_code = True
+                    seen("rocm", fs.relpath)
                 for fw, prefixes in markers.items():
                     if any(module == p or module.startswith(p + ".") for p in prefixes):
                         seen(fw, fs.relpath)
                 if any(module == p or module.startswith(p + ".") for p in _DISTRIBUTED):
                     seen("distributed", fs.relpath)
-            for fn in fs.functions:
-                for call in fn.calls:
-                    last = call.method
-                    if last == "DataLoader":
-                        det.has_dataloader = True
-                    if last in ("DistributedDataParallel", "init_process_group"):
-                        seen("distributed", f"{fs.relpath}:{call.line}")
-                    if last == "cuda" or call.callee.startswith(("torch.cuda.", "cuda.")):
-                        det.cuda = True
-                    if call.callee.startswith(_HIP_CALLS):
-                        det.hip_in_code = True
-                        seen("rocm", f"{fs.relpath}:{call.line}")
-        for f in ctx.project.root.rglob("*.hip"):
+            for text in fs.mentions:
+                last = text.rsplit(".", 1)[-1]
+                if last == "DataLoader":
+                    det.has_dataloader = True
+                elif last in ("DistributedDataParallel", "init_process_group"):
+                    seen("distributed", fs.relpath)
+                elif last == "cuda" or text.startswith(("torch.cuda.", "cuda.")):
+                    det.cuda = True
+                if text.startswith(_HIP_NAMES):
+                    det.hip_in_code = True
+                    seen("rocm", fs.relpath)
+        for rel in ctx.project.hip_sources[:1]:
             det.hip_in_code = True
-            seen("rocm", str(f.relative_to(ctx.project.root)))
-            break
+            seen("rocm", rel)
         det.rocm_path = _rocm_path()
         det.distributed = "distributed" in det.names
         if det.names & {"pytorch", "lightning", "tensorflow", "jax"}:

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from dftpass.core.callgraph import Entry
+from dftpass.core.callgraph import Entry, fid
 from dftpass.core.edits import WrapBody
 from dftpass.core.emitter import is_initialize
 from dftpass.core.findings import Finding, Severity
 from dftpass.core.passes import Case, Pass, PassKind
 from dftpass.core.placement import function_region, has_region
+from dftpass.core.summary import MODULE_SCOPE
 
 
 class ProgramLifecycle(Pass):
@@ -111,13 +112,14 @@ class ProgramLifecycle(Pass):
 
     @staticmethod
     def _initializations(graph, entry: Entry) -> list[tuple[str, int]]:
-        """The ``initialize_log`` calls of the program: in its entry file, and in every
-        project function the entry's function reaches."""
-        fs = graph.files[entry.relpath]
-        sites = [(fs.relpath, c.line) for fn in fs.functions for c in fn.calls if is_initialize(fs, c.callee)]
-        reach = graph.reachable(entry.function) | {entry.function} if entry.function else set()
-        for fid in sorted(reach):
-            rfs, rfn = graph.functions[fid]
-            if rfs.relpath != fs.relpath:
-                sites += [(rfs.relpath, c.line) for c in rfn.calls if is_initialize(rfs, c.callee)]
-        return sites
+        """The ``initialize_log`` calls the program can run: everything reachable from the
+        entry file's top level (its imports' top levels included) or from the entry function."""
+        start = {fid(entry.relpath, MODULE_SCOPE)} | ({entry.function} if entry.function else set())
+        reach = set(start)
+        for s in start:
+            reach |= graph.reachable(s)
+        sites = []
+        for function_id in sorted(reach):
+            fs, fn = graph.functions[function_id]
+            sites += [(fs.relpath, c.line) for c in fn.calls if is_initialize(fs, c.callee)]
+        return sorted(set(sites))

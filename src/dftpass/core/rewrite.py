@@ -1,0 +1,403 @@
+"""The one libcst transform per file that applies a file's queued edits.
+
+:func:`apply_edits` parses the file with libcst once, resolves the statement paths of the
+edits (:mod:`dftpass.core.edits`), applies every edit in one transform, adds the imports
+once (after the module docstring and ``from __future__`` imports, merged into an existing
+``from dftracer.python import``), and checks that the result compiles. Anything that goes
+wrong leaves the file untouched and says why. Comments and formatting outside the edited
+spots are kept byte for byte: libcst round-trips source exactly.
+"""
+
+from __future__ import annotations
+
+from typing import Sequence, Union
+
+import attrs
+import libcst as cst
+
+from dftpass.core.edits import (Decorate, Edit, EditSet, Enumerate, InsertAfter, InsertBefore, WrapBody, WrapIter,
+                                WrapStmt, edit_target)
+from dftpass.core.emitter import API_MODULE
+from dftpass.core.summary import StmtPath
+
+
+class EditError(Exception):
+    """The edits could not be applied; the file is left as it was."""
+
+
+# --------------------------------------------------------------------------------------
+# resolving statement paths in a libcst tree
+# --------------------------------------------------------------------------------------
+
+Entry = tuple[cst.CSTNode, Union[int, None]]  # (statement node, index of small statement | None)
+
+
+class _Elif:
+    """ast puts ``elif`` in ``orelse`` as a one-statement list; libcst nests the ``If``."""
+
+    def __init__(self, node: cst.If) -> None:
+        self.node = node
+
+
+def _entries(block) -> list[Entry]:
+    if isinstance(block, _Elif):
+        return [(block.node, None)]
+    if isinstance(block, cst.SimpleStatementSuite):
+        return [(block, k) for k in range(len(block.body))]
+    out: list[Entry] = []
+    for stmt in block.body:
+        if isinstance(stmt, cst.SimpleStatementLine):
+            out.extend((stmt, k) for k in range(len(stmt.body)))
+        else:
+            out.append((stmt, None))
+    return out
+
+
+def _child_block(node: cst.CSTNode, field: str):
+    """(block, the node whose ``.body`` is that block)."""
+    if field == "body":
+        return node.body, node
+    if field == "orelse":
+        orelse = node.orelse
+        return (_Elif(orelse), None) if isinstance(orelse, cst.If) else (orelse.body, orelse)
+    if field == "finalbody":
+        return node.finalbody.body, node.finalbody
+    name, _, k = field.partition(".")
+    if name == "handlers":
+        return node.handlers[int(k)].body, node.handlers[int(k)]
+    if name == "cases":
+        return node.cases[int(k)].body, node.cases[int(k)]
+    raise EditError(f"unknown block {field!r}")
+
+
+def resolve(module: cst.Module, path: StmtPath) -> tuple[Entry, list[cst.CSTNode]]:
+    """The statement at ``path``, and the nodes on the way whose body is a one-line suite."""
+    block = module
+    entry: Entry | None = None
+    suites: list[cst.CSTNode] = []
+    for i, (field, index) in enumerate(path):
+        if i:
+            owner = entry[0]
+            if entry[1] is not None:
+                raise EditError(f"path {path} goes into a simple statement")
+            block, holder = _child_block(owner, field)
+            if isinstance(block, cst.SimpleStatementSuite):
+                suites.append(holder)
+        entries = _entries(block)
+        if index >= len(entries):
+            raise EditError(f"path {path} does not exist in the file")
+        entry = entries[index]
+    if entry is None:
+        raise EditError("empty path")
+    return entry, suites
+
+
+def _suite_owner_if_compound(node: cst.CSTNode) -> bool:
+    return isinstance(getattr(node, "body", None), cst.SimpleStatementSuite)
+
+
+class _ExpandSuites(cst.CSTTransformer):
+    """``if x: a(); b()`` -> an indented block, where an edit must go inside the suite."""
+
+    def __init__(self, owners: set[int]) -> None:
+        self.owners = owners
+
+    def on_leave(self, original_node, updated_node):
+        if id(original_node) in self.owners and isinstance(getattr(updated_node, "body", None),
+                                                           cst.SimpleStatementSuite):
+            suite = updated_node.body
+            lines = [cst.SimpleStatementLine(body=[_strip_semicolon(s)]) for s in suite.body]
+            if lines:
+                lines[-1] = lines[-1].with_changes(trailing_whitespace=suite.trailing_whitespace)
+            return updated_node.with_changes(body=cst.IndentedBlock(body=lines))
+        return updated_node
+
+
+def _strip_semicolon(small: cst.BaseSmallStatement) -> cst.BaseSmallStatement:
+    return small.with_changes(semicolon=cst.MaybeSentinel.DEFAULT)
+
+
+# --------------------------------------------------------------------------------------
+# the transform
+# --------------------------------------------------------------------------------------
+
+
+def _stmt(code: str) -> cst.BaseStatement:
+    return cst.parse_statement(code if code.endswith("\n") else code + "\n")
+
+
+def _expr(code: str) -> cst.BaseExpression:
+    return cst.parse_expression(code)
+
+
+def _is_docstring(stmt: cst.BaseStatement) -> bool:
+    return (isinstance(stmt, cst.SimpleStatementLine) and len(stmt.body) == 1
+            and isinstance(stmt.body[0], cst.Expr)
+            and isinstance(stmt.body[0].value, (cst.SimpleString, cst.ConcatenatedString)))
+
+
+def _with(item: str, body: Sequence[cst.BaseStatement]) -> cst.With:
+    return cst.With(items=[cst.WithItem(item=_expr(item))], body=cst.IndentedBlock(body=list(body)))
+
+
+def _move_leading_lines(src: cst.BaseStatement, dst: cst.BaseStatement) -> tuple[cst.BaseStatement, cst.BaseStatement]:
+    """Comments above ``src`` go above ``dst`` (the new outermost statement)."""
+    lines = getattr(src, "leading_lines", ())
+    if not lines:
+        return src, dst
+    return src.with_changes(leading_lines=()), dst.with_changes(leading_lines=lines)
+
+
+class _Apply(cst.CSTTransformer):
+    def __init__(self, module: cst.Module, edits: Sequence[Edit], names_api, names_std,
+                 import_anchor: int) -> None:
+        self.by_node: dict[int, list[Edit]] = {}
+        self.small: dict[int, dict[int | None, list[Edit]]] = {}
+        for edit in edits:
+            (node, k), _ = resolve(module, edit_target(edit))
+            if isinstance(edit, (WrapStmt, InsertBefore, InsertAfter)):
+                self.small.setdefault(id(node), {}).setdefault(k, []).append(edit)
+            else:
+                if k is not None:
+                    raise EditError(f"{type(edit).__name__} on a simple statement at line {edit.line}")
+                self.by_node.setdefault(id(node), []).append(edit)
+        self.api = names_api
+        self.std = names_std
+        self.anchor_entry = _entries(module)[import_anchor - 1][0] if import_anchor else None
+
+    # -- blocks ------------------------------------------------------------------------
+    def _rewrite_block(self, original: Sequence[cst.BaseStatement],
+                       updated: Sequence[cst.BaseStatement]) -> list[cst.BaseStatement]:
+        out: list[cst.BaseStatement] = []
+        for orig, upd in zip(original, updated):
+            edits = self.small.get(id(orig))
+            if not edits:
+                out.append(upd)
+            elif isinstance(orig, cst.SimpleStatementLine):
+                out.extend(self._split_line(upd, edits))
+            else:
+                out.extend(self._around(upd, edits.get(None, [])))
+        return out
+
+    def _split_line(self, line: cst.SimpleStatementLine, edits: dict) -> list[cst.BaseStatement]:
+        """Give each edited small statement its own line, then edit around it."""
+        groups: list[tuple[list[cst.BaseSmallStatement], list[Edit]]] = []
+        for k, small in enumerate(line.body):
+            if k in edits:
+                groups.append(([small], edits[k]))
+            elif groups and not groups[-1][1]:
+                groups[-1][0].append(small)
+            else:
+                groups.append(([small], []))
+        out: list[cst.BaseStatement] = []
+        for g, (smalls, group_edits) in enumerate(groups):
+            smalls = [*smalls[:-1], _strip_semicolon(smalls[-1])]
+            new_line = cst.SimpleStatementLine(body=smalls)
+            if g == 0:
+                new_line = new_line.with_changes(leading_lines=line.leading_lines)
+            if g == len(groups) - 1:
+                new_line = new_line.with_changes(trailing_whitespace=line.trailing_whitespace)
+            out.extend(self._around(new_line, group_edits))
+        return out
+
+    def _around(self, stmt: cst.BaseStatement, edits: Sequence[Edit]) -> list[cst.BaseStatement]:
+        node = stmt
+        for e in edits:
+            if isinstance(e, WrapStmt):
+                inner, outer = _move_leading_lines(node, _with(e.with_item, []))
+                node = outer.with_changes(body=cst.IndentedBlock(body=[inner]))
+        # statements that open a region around this one (``X.start()``) go right before it;
+        # free-standing ones (``ai.update(...)``) go above them
+        inserts = sorted((e for e in edits if isinstance(e, InsertBefore)), key=lambda e: e.take_comments)
+        before = [_stmt(e.code) for e in inserts]
+        after = [_stmt(e.code) for e in edits if isinstance(e, InsertAfter)]
+        if before and any(e.take_comments for e in inserts):
+            node, before[0] = _move_leading_lines(node, before[0])
+        return [*before, node, *after]
+
+    def leave_IndentedBlock(self, original_node, updated_node):
+        return updated_node.with_changes(body=self._rewrite_block(original_node.body, updated_node.body))
+
+    # -- compound statements ----------------------------------------------------------
+    def leave_FunctionDef(self, original_node, updated_node):
+        edits = self.by_node.get(id(original_node), [])
+        decorators = sorted((e for e in edits if isinstance(e, Decorate)), key=lambda e: e.rank)
+        if decorators:
+            new = [cst.Decorator(decorator=_expr(e.code)) for e in decorators]
+            updated_node = updated_node.with_changes(decorators=[*updated_node.decorators, *new])
+        for e in edits:
+            if isinstance(e, WrapBody):
+                updated_node = _wrap_body(updated_node, e, keep_docstring=True)
+        return updated_node
+
+    def leave_If(self, original_node, updated_node):
+        for e in self.by_node.get(id(original_node), []):
+            if isinstance(e, WrapBody):
+                updated_node = _wrap_body(updated_node, e, keep_docstring=False)
+        return updated_node
+
+    def leave_For(self, original_node, updated_node):
+        edits = self.by_node.get(id(original_node), [])
+        for e in edits:
+            if isinstance(e, WrapIter):
+                updated_node = updated_node.with_changes(iter=_wrap_at(updated_node.iter, e))
+        for e in edits:
+            if isinstance(e, Enumerate):
+                target = updated_node.target
+                if isinstance(target, cst.Tuple) and not target.lpar:
+                    target = target.with_changes(lpar=[cst.LeftParen()], rpar=[cst.RightParen()])
+                new_target = cst.Tuple(elements=[cst.Element(cst.Name(e.index)), cst.Element(target)],
+                                       lpar=[], rpar=[])
+                new_iter = cst.Call(func=cst.Name("enumerate"), args=[cst.Arg(updated_node.iter)])
+                updated_node = updated_node.with_changes(target=new_target, iter=new_iter)
+        return updated_node
+
+    # -- the module: top-level statements and imports -----------------------------------
+    def leave_Module(self, original_node, updated_node):
+        body = self._rewrite_block(original_node.body, updated_node.body)
+        body = self._add_imports(original_node, body)
+        return updated_node.with_changes(body=body)
+
+    def _add_imports(self, original: cst.Module, body: list[cst.BaseStatement]) -> list[cst.BaseStatement]:
+        if not self.api and not self.std:
+            return body
+        api = list(self.api)
+        if api:
+            for i, stmt in enumerate(body):
+                imp = _dftracer_import(stmt)
+                if imp is not None:
+                    names = list(imp.names) if not isinstance(imp.names, cst.ImportStar) else []
+                    if names:
+                        names[-1] = names[-1].with_changes(comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" ")))
+                    for k, (name, alias) in enumerate(api):
+                        last = k == len(api) - 1
+                        names.append(cst.ImportAlias(
+                            name=cst.Name(name),
+                            asname=cst.AsName(name=cst.Name(alias)) if alias != name else None,
+                            comma=cst.MaybeSentinel.DEFAULT if last else cst.Comma(
+                                whitespace_after=cst.SimpleWhitespace(" ")),
+                        ))
+                    body[i] = stmt.with_changes(body=[imp.with_changes(names=names), *stmt.body[1:]])
+                    api = []
+                    break
+        new: list[cst.BaseStatement] = []
+        for module, alias in self.std:
+            new.append(_stmt(f"import {module}" + (f" as {alias}" if alias != module else "")))
+        if api:
+            names = ", ".join(n if a == n else f"{n} as {a}" for n, a in api)
+            new.append(_stmt(f"from {API_MODULE} import {names}"))
+        if not new:
+            return body
+        if self.anchor_entry is None:
+            position = 0
+        else:
+            position = next(i for i, s in enumerate(original.body) if s is self.anchor_entry) + 1
+        if position < len(body):
+            body[position], new[0] = _separate(body[position], new[0])
+        return [*body[:position], *new, *body[position:]]
+
+
+def _is_import(stmt: cst.BaseStatement) -> bool:
+    return isinstance(stmt, cst.SimpleStatementLine) and isinstance(stmt.body[0], (cst.Import, cst.ImportFrom))
+
+
+def _separate(following: cst.BaseStatement, first_new: cst.BaseStatement):
+    """Blank lines that opened ``following`` now open the inserted imports; a statement that
+    is not an import gets the blank lines a formatter would put after an import block."""
+    lines = list(following.leading_lines)
+    k = 0
+    while k < len(lines) and lines[k].comment is None:
+        k += 1
+    first_new = first_new.with_changes(leading_lines=lines[:k])
+    rest = lines[k:]
+    if not _is_import(following):
+        wanted = 2 if isinstance(following, (cst.FunctionDef, cst.ClassDef)) else 1
+        rest = [cst.EmptyLine()] * wanted + rest
+    return following.with_changes(leading_lines=rest), first_new
+
+
+def _dftracer_import(stmt: cst.BaseStatement) -> cst.ImportFrom | None:
+    if not isinstance(stmt, cst.SimpleStatementLine) or not stmt.body:
+        return None
+    first = stmt.body[0]
+    if isinstance(first, cst.ImportFrom) and not first.relative and first.module is not None:
+        if cst.Module([]).code_for_node(first.module) == API_MODULE and not isinstance(first.names, cst.ImportStar):
+            return first
+    return None
+
+
+def _wrap_body(node, e: WrapBody, keep_docstring: bool):
+    body = node.body
+    if not isinstance(body, cst.IndentedBlock):  # pragma: no cover - suites are expanded first
+        raise EditError("cannot wrap a one-line body")
+    stmts = list(body.body)
+    head: list[cst.BaseStatement] = []
+    if keep_docstring and stmts and _is_docstring(stmts[0]):
+        head, stmts = [stmts[0]], stmts[1:]
+    inner: list[cst.BaseStatement] = stmts or [cst.SimpleStatementLine(body=[cst.Pass()])]
+    if e.with_item:
+        inner = [_with(e.with_item, inner)]
+    if e.finally_:
+        inner = [cst.Try(body=cst.IndentedBlock(body=inner),
+                         finalbody=cst.Finally(body=cst.IndentedBlock(body=[_stmt(c) for c in e.finally_])))]
+    prologue = [_stmt(c) for c in e.prologue]
+    return node.with_changes(body=body.with_changes(body=[*head, *prologue, *inner]))
+
+
+def _wrap_at(expr: cst.BaseExpression, e: WrapIter) -> cst.BaseExpression:
+    if e.depth == 0:
+        wrapper = _expr(f"{e.callee}(__dftpass_inner__{e.extra})")
+        args = list(wrapper.args)
+        args[0] = args[0].with_changes(value=expr)
+        return wrapper.with_changes(args=args)
+    if not isinstance(expr, cst.Call) or not expr.args:
+        raise EditError(f"line {e.line}: the loop's iterable is not the expected call")
+    args = list(expr.args)
+    inner = WrapIter(e.rule, e.line, e.why, e.loop, e.callee, e.depth - 1, e.extra)
+    args[0] = args[0].with_changes(value=_wrap_at(args[0].value, inner))
+    return expr.with_changes(args=args)
+
+
+# --------------------------------------------------------------------------------------
+# entry point
+# --------------------------------------------------------------------------------------
+
+
+@attrs.frozen
+class Applied:
+    relpath: str
+    original: bytes
+    new: bytes | None  # None: left untouched (see error)
+    encoding: str = "utf-8"
+    error: str | None = None
+
+
+def apply_edits(relpath: str, source: bytes, edit_set: EditSet, import_anchor: int) -> Applied:
+    """Apply the queued edits to ``source``; never raises for a problem in the file or edits."""
+    try:
+        module = cst.parse_module(source)
+    except cst.ParserSyntaxError as exc:
+        return Applied(relpath, source, None, error=f"libcst cannot parse the file: {exc.message}")
+    encoding = module.encoding
+    try:
+        owners: set[int] = set()
+        for edit in edit_set.edits:
+            (node, _), suites = resolve(module, edit_target(edit))
+            owners.update(id(s) for s in suites)
+            if isinstance(edit, WrapBody) and _suite_owner_if_compound(node):
+                owners.add(id(node))
+            if isinstance(edit, (InsertBefore, InsertAfter, WrapStmt)) and _suite_owner_if_compound(node):
+                owners.add(id(node))
+        if owners:
+            module = module.visit(_ExpandSuites(owners))
+        transformer = _Apply(module, edit_set.edits, edit_set.api_imports, edit_set.std_imports, import_anchor)
+        new_module = module.visit(transformer)
+        new = new_module.bytes
+    except (EditError, cst.ParserSyntaxError, Exception) as exc:  # noqa: BLE001 - the user's file must survive
+        return Applied(relpath, source, None, encoding, error=f"edits could not be applied: {exc}")
+    try:
+        compile(new, relpath, "exec", dont_inherit=True)
+    except (SyntaxError, ValueError) as exc:
+        return Applied(relpath, source, None, encoding,
+                       error=f"the transformed file does not compile ({exc}); left untouched")
+    return Applied(relpath, source, new, encoding)
