@@ -1,0 +1,140 @@
+"""`dftpass run`, `plan` and `validate` through the real command line."""
+
+from __future__ import annotations
+
+import json
+
+from conftest import tree_bytes
+
+BROKEN = "def f(:\n    pass\n"
+TRAIN = (
+    "import torch\nfrom torch.utils.data import DataLoader\n\n\n"
+    "def main():\n    loader = DataLoader([1, 2, 3])\n    opt = torch.optim.SGD([], lr=0.1)\n"
+    "    for epoch in range(2):\n        for x in loader:\n            opt.step()\n\n\n"
+    "if __name__ == '__main__':\n    main()\n"
+)
+
+
+def test_plan_lists_changes_with_rule_file_line_and_the_diff_and_writes_nothing(cli, torch_basic):
+    before = tree_bytes(torch_basic)
+    r = cli("plan", torch_basic)
+    assert r.code == 0
+    assert "engine.py:13: ML-R4 optimizer step optimizer.step()" in r.out
+    assert "train.py:73: ML-R1 program entry" in r.out
+    assert "+++ b/engine.py" in r.out and "+        ai.compute.step.start()" in r.out
+    assert tree_bytes(torch_basic) == before
+    assert not torch_basic.with_name("torch_basic-dftpass").exists()
+
+
+def test_run_writes_a_copy_and_leaves_the_source_alone(cli, torch_basic):
+    before = tree_bytes(torch_basic)
+    r = cli("run", torch_basic)
+    out = torch_basic.with_name("torch_basic-dftpass")
+    assert r.code == 0, r.err
+    assert tree_bytes(torch_basic) == before
+    assert "@ai.pipeline.train" in (out / "engine.py").read_text()
+    assert (out / "checkpoint.py").read_bytes() == (torch_basic / "checkpoint.py").read_bytes()
+    patch = (out / ".dftpass" / "patches" / "annotation.patch").read_text()
+    assert "+++ b/engine.py" in patch
+    report = json.loads((out / ".dftpass" / "report.json").read_text())
+    assert "engine.py" in report["files_changed"] and report["edits"]
+
+
+def test_second_run_on_the_output_changes_nothing(cli, torch_basic, tmp_path):
+    assert cli("run", torch_basic, "--out", tmp_path / "once").code == 0
+    r = cli("plan", tmp_path / "once")
+    assert r.code == 0 and "---" not in r.out and r.out.strip() == ""
+    assert "0 of 5 files changed, 0 edits" in r.err
+
+
+def test_with_no_rule_enabled_every_file_is_byte_identical(cli, torch_basic, tmp_path):
+    r = cli("run", torch_basic, "--out", tmp_path / "none", "--ignore", "ML-R*")
+    assert r.code == 0
+    assert tree_bytes(tmp_path / "none") == tree_bytes(torch_basic)
+
+
+def test_a_file_that_does_not_parse_is_reported_left_alone_and_the_rest_goes_on(cli, project, tmp_path):
+    root = project({"train.py": TRAIN, "broken.py": BROKEN})
+    r = cli("run", root, "--out", tmp_path / "out")
+    assert r.code == 1  # an error finding
+    assert "broken.py:1:" in r.err and "does not parse" in r.err
+    assert (tmp_path / "out" / "broken.py").read_text() == BROKEN
+    assert "ai.compute.step.start()" in (tmp_path / "out" / "train.py").read_text()
+
+
+def test_in_place_keeps_a_backup(cli, project):
+    root = project({"train.py": TRAIN})
+    r = cli("run", root, "--in-place")
+    assert r.code == 0
+    assert "ai.compute.step.start()" in (root / "train.py").read_text()
+    [backup] = list((root / ".dftpass" / "backup").rglob("train.py"))
+    assert backup.read_text() == TRAIN
+    assert cli("plan", root).out.strip() == ""  # idempotent in place too
+
+
+def test_out_must_not_clobber_a_folder_that_is_not_ours(cli, project, tmp_path):
+    root = project({"train.py": TRAIN})
+    precious = tmp_path / "precious"
+    precious.mkdir()
+    (precious / "thesis.tex").write_text("do not delete")
+    r = cli("run", root, "--out", precious)
+    assert r.code == 2 and "is not a dftpass output" in r.err
+    assert (precious / "thesis.tex").read_text() == "do not delete"
+    # our own previous output is replaced
+    assert cli("run", root, "--out", tmp_path / "mine").code == 0
+    assert cli("run", root, "--out", tmp_path / "mine").code == 0
+
+
+def test_out_inside_the_project_is_excluded_from_the_copy(cli, project):
+    root = project({"train.py": TRAIN})
+    assert cli("run", root, "--out", root / "annotated").code == 0
+    assert (root / "annotated" / "train.py").exists()
+    assert not (root / "annotated" / "annotated").exists()
+
+
+def test_diff_flag_and_formats(cli, project, tmp_path):
+    root = project({"train.py": TRAIN, "broken.py": BROKEN})
+    r = cli("run", root, "--out", tmp_path / "o", "--diff", "--format", "json")
+    findings = json.loads(r.out[r.out.index("\n[") + 1:])
+    assert findings[0]["path"] == "broken.py" and findings[0]["severity"] == "error"
+    assert "+++ b/train.py" in r.out
+    sarif = json.loads(cli("plan", root, "--format", "sarif").out)
+    assert sarif["version"] == "2.1.0"
+    assert sarif["runs"][0]["results"][0]["locations"][0]["physicalLocation"]["artifactLocation"]["uri"] == "broken.py"
+
+
+def test_validate_fails_on_the_source_and_passes_on_the_annotated_copy(cli, torch_basic, tmp_path):
+    r = cli("validate", torch_basic)
+    assert r.code == 1
+    assert "not annotated" in r.out and "ML-R6" in r.out
+    cli("run", torch_basic, "--out", tmp_path / "ann")
+    r = cli("validate", tmp_path / "ann")
+    assert r.code == 0, r.out
+    assert "validate: 0 problems" in r.err
+
+
+def test_validate_reports_double_initialization(cli, project):
+    init = "from dftracer.python import dftracer\nlog = dftracer.initialize_log(logfile=None, data_dir=None, process_id=-1)\n"
+    root = project({
+        "helpers.py": init + "\n\ndef helper():\n    return 1\n",
+        "main.py": init + "from helpers import helper\n\n\ndef main():\n    helper()\n\n\n"
+                   "if __name__ == '__main__':\n    main()\n",
+    })
+    r = cli("validate", root)
+    assert r.code == 1
+    assert "initializes dftracer 2 times (helpers.py:2, main.py:2)" in r.out
+
+
+def test_time_passes_and_passes_filter(cli, torch_basic):
+    r = cli("plan", torch_basic, "--passes", "ML-R6", "--time-passes", "--no-diff")
+    assert r.code == 0
+    assert {line.split(": ")[1].split()[0] for line in r.out.splitlines() if line} == {"ML-R6"}
+    timed = [line.split()[0] for line in r.err.splitlines() if line.startswith("  ")]
+    assert timed.index("loops") < timed.index("ML-R6")
+
+
+def test_bad_usage_exit_codes(cli, tmp_path):
+    assert cli("plan", tmp_path / "missing").code == 2
+    (tmp_path / "dftpass.yaml").write_text("rules:\n  bogus: 1\n")
+    r = cli("plan", tmp_path)
+    assert r.code == 2 and "dftpass.yaml:2" in r.err

@@ -1,0 +1,53 @@
+"""`dftpass rules`, `explain`, `config --show`, `plugins` and `detect`."""
+
+from __future__ import annotations
+
+import json
+
+
+def test_rules_lists_every_rule_with_its_state(cli, tmp_path):
+    r = cli("rules")
+    assert r.code == 0
+    lines = {line.split()[0]: line for line in r.out.splitlines()}
+    assert {"ML-R1", "ML-R2", "ML-R3", "ML-R4", "ML-R6", "ML-R7", "ML-R8", "ML-R9"} <= set(lines)
+    assert " on " in lines["ML-R4"] and "[pytorch]" in lines["ML-R4"]
+    off = cli("rules", "--ignore", "ML-R4", "--json")
+    assert {r["id"]: r["enabled"] for r in json.loads(off.out)}["ML-R4"] is False
+
+
+def test_explain_prints_the_documentation_and_first_example(cli):
+    r = cli("explain", "ML-R4")
+    assert r.code == 0
+    for section in ("What it does:", "Why:", "Example:", "Fix safety:", "Options:", "Before:", "After:"):
+        assert section in r.out
+    assert "ai.compute.step.start()" in r.out
+    assert cli("explain", "ML-R99").code == 2
+
+
+def test_config_show_prints_values_and_their_layers(cli, project):
+    root = project({"dftpass.yaml": "rules:\n  ignore: [ML-R9]\n", "a.py": ""})
+    r = cli("config", root, "--show", "--jobs", "2")
+    assert r.code == 0
+    assert "rules.ignore" in r.out and "['ML-R9']" in r.out and "dftpass.yaml:2" in r.out
+    assert "run.jobs" in r.out and "# cli" in r.out
+    assert "files.max-bytes" in r.out and "# default" in r.out
+
+
+def test_plugins_lists_the_builtin_plugin_and_its_passes(cli):
+    r = cli("plugins")
+    assert r.code == 0
+    assert r.out.startswith("builtin (built-in, dftpass.plugins.builtin): ")
+    assert "ML-R1" in r.out and "callgraph" in r.out
+
+
+def test_detect_reports_frameworks_entries_and_install_flags(cli, torch_basic, project):
+    r = cli("detect", torch_basic, "--json")
+    det = json.loads(r.out)
+    assert det["frameworks"] == ["pytorch"] and det["has_dataloader"] is True
+    assert det["entries"] == ["train.py:73 (main-guard, runs main)"]
+    assert det["install_flags"] == {}
+    hpc = project({"a.py": "import mpi4py\nimport h5py\nimport torch\nprint(torch.version.hip)\n"}, name="hpc")
+    det = json.loads(cli("detect", hpc, "--json").out)
+    assert det["install_flags"] == {"DFTRACER_ENABLE_HIP_TRACING": "ON", "DFTRACER_ENABLE_MPI": "ON",
+                                    "DFTRACER_ENABLE_HDF5": "ON"}
+    assert det["hip_tracing_needed"] is True and "mpi4py" in det["frameworks"]

@@ -1,0 +1,120 @@
+"""Call graph resolution, entry points and loop roles, on small real projects."""
+
+from __future__ import annotations
+
+from dftpass.core import emitter
+from dftpass.core.callgraph import build_callgraph
+from dftpass.core.config import DEFAULT_EXCLUDE
+from dftpass.core.loops import LoopAnalysis, LoopOptions
+from dftpass.core.project import Project
+
+
+def analyse(root):
+    project = Project.discover(root, ["**/*.py"], DEFAULT_EXCLUDE)
+    project.load(max_bytes=1_000_000)
+    graph = build_callgraph(project.summaries(), project.console_scripts())
+    return graph, LoopAnalysis(graph, LoopOptions(), emitter.recognize).run()
+
+
+PKG = {
+    "pkg/__init__.py": "",
+    "pkg/engine.py": (
+        "from .model import Net\n\n\n"
+        "def train(model, loader):\n    for x in loader:\n        model(x)\n\n\n"
+        "class Trainer:\n    def __init__(self):\n        self.net = Net()\n\n"
+        "    def fit(self, dl):\n        self.step(dl)\n        self.net.forward(1)\n\n"
+        "    def step(self, dl):\n        train(self.net, dl)\n"
+    ),
+    "pkg/model.py": "import torch\n\n\nclass Net(torch.nn.Module):\n    def forward(self, x):\n        return x\n",
+    "main.py": (
+        "import pkg.engine as engine\nfrom pkg.engine import Trainer\nfrom torch.utils.data import DataLoader\n\n\n"
+        "def main():\n    t = Trainer()\n    loader = DataLoader([1, 2])\n    for epoch in range(3):\n        t.fit(loader)\n"
+        "    engine.train(None, loader)\n\n\n"
+        "if __name__ == '__main__':\n    main()\n"
+    ),
+}
+
+
+def test_calls_resolve_through_imports_self_and_instances(project):
+    graph, _ = analyse(project(PKG))
+    edges = set(graph.graph.edges)
+    assert ("main.py::main", "pkg/engine.py::Trainer.__init__") in edges  # instantiation
+    assert ("main.py::main", "pkg/engine.py::Trainer.fit") in edges  # t.fit() with t = Trainer()
+    assert ("main.py::main", "pkg/engine.py::train") in edges  # engine.train via `import pkg.engine as engine`
+    assert ("pkg/engine.py::Trainer.fit", "pkg/engine.py::Trainer.step") in edges  # self.step()
+    assert ("pkg/engine.py::Trainer.fit", "pkg/model.py::Net.forward") in edges  # self.net.forward()
+    assert ("pkg/engine.py::Trainer.step", "pkg/engine.py::train") in edges  # relative import
+    assert graph.instantiated_in["pkg/model.py::Net"] == {"pkg/engine.py::Trainer.__init__"}
+    assert graph.is_module_class("pkg/model.py::Net")
+
+
+def test_entry_is_the_guard_and_the_function_it_runs(project):
+    graph, _ = analyse(project(PKG))
+    [entry] = graph.entries
+    assert (entry.kind, entry.relpath, entry.function) == ("main-guard", "main.py", "main.py::main")
+
+
+def test_console_script_entry(project):
+    files = dict(PKG)
+    files["pyproject.toml"] = '[project]\nname = "x"\n[project.scripts]\nx-train = "pkg.engine:train"\n'
+    graph, _ = analyse(project(files))
+    kinds = {(e.kind, e.function) for e in graph.entries}
+    assert ("console-script", "pkg/engine.py::train") in kinds
+
+
+def test_loop_roles_follow_data_flow_and_calls(project):
+    _, loops = analyse(project(PKG))
+    roles = {(f.function, f.loop.line): f.kind for f in loops.facts.values()}
+    # `loader` in train() is a parameter that main() fills with a DataLoader (through Trainer.step's `dl`)
+    assert roles[("pkg/engine.py::train", 5)] == "batch"
+    # main's range loop calls t.fit -> step -> train's batch loop: the epoch loop
+    assert roles[("main.py::main", 9)] == "epoch"
+
+
+def test_loops_over_other_things_are_left_alone(project):
+    _, loops = analyse(project({"a.py": (
+        "def f(cfg, items, data):\n"
+        "    for item in cfg.items():\n        pass\n"
+        "    for data in data:\n        pass\n"
+        "    for epoch in range(3):\n        print(epoch)\n"
+    )}))
+    assert {f.kind for f in loops.facts.values()} == {"other"}
+
+
+def test_shapes_of_batch_loops(project):
+    src = (
+        "from tqdm import tqdm\nfrom torch.utils.data import DataLoader\n\n\n"
+        "def make():\n    return DataLoader([1])\n\n\n"
+        "def f(ds, val_loader, other):\n"
+        "    loader = DataLoader(ds)\n"
+        "    for batch_idx, (data, target) in enumerate(loader):\n        pass\n"  # 11
+        "    for images, labels in loader:\n        pass\n"  # 13
+        "    for x in tqdm(val_loader):\n        pass\n"  # 15
+        "    for a, b in zip(loader, other):\n        pass\n"  # 17
+        "    for batch in make():\n        pass\n"  # 19
+        "    pbar = tqdm(loader)\n"
+        "    for batch in pbar:\n        pass\n"  # 22
+        "    it = iter(loader)\n"
+        "    while True:\n        batch = next(it)\n"  # 25
+    )
+    _, loops = analyse(project({"a.py": src}))
+    facts = {f.loop.line: f for f in loops.facts.values()}
+    assert {line: f.kind for line, f in facts.items()} == {11: "batch", 13: "batch", 15: "batch", 17: "batch",
+                                                          19: "batch", 22: "batch", 25: "batch"}
+    assert facts[11].step_var == "batch_idx" and facts[11].wrap_depth == 1
+    assert facts[13].step_var is None
+    assert facts[25].style == "next"
+
+
+def test_epoch_loop_is_innermost_around_batch_loops(project):
+    src = (
+        "def train(model, loader):\n    for x in loader:\n        model(x)\n\n\n"
+        "def sweep(model, loader):\n"
+        "    for lr in (0.1, 0.01):\n"  # 7
+        "        for epoch in range(3):\n"  # 8
+        "            train(model, loader)\n"
+    )
+    _, loops = analyse(project({"a.py": src}))
+    facts = {f.loop.line: f for f in loops.facts.values()}
+    assert facts[8].kind == "epoch" and facts[8].int_var == "epoch"
+    assert facts[7].kind == "other"

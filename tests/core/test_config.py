@@ -1,0 +1,98 @@
+"""Configuration layers, sources, validation and rule selection."""
+
+from __future__ import annotations
+
+import pytest
+
+from dftpass.core.config import ConfigError, cli_overrides, load_config, rule_selected
+
+
+def test_layers_override_in_order_and_remember_their_source(tmp_path, monkeypatch):
+    site = tmp_path / "site.yaml"
+    site.write_text("run:\n  jobs: 3\nfiles:\n  max-bytes: 10\n")
+    user = tmp_path / "xdg" / "dftpass" / "config.yaml"
+    user.parent.mkdir(parents=True)
+    user.write_text("files:\n  max-bytes: 20\n")
+    proj = tmp_path / "proj"
+    proj.mkdir()
+    (proj / "dftpass.yaml").write_text("rules:\n  ignore: [ML-R2]\nfiles:\n  max-bytes: 30\n")
+    monkeypatch.setenv("DFTPASS_SITE_CONFIG", str(site))
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "xdg"))
+
+    config = load_config(proj, cli_overrides(None, None, jobs=5))
+
+    assert config.get("files.max-bytes") == 30
+    assert config.source("files.max-bytes").layer == "project"
+    assert config.source("files.max-bytes").line == 4
+    assert config.get("run.jobs") == 5 and config.source("run.jobs").layer == "cli"
+    assert config.get("rules.ignore") == ["ML-R2"]
+    shown = config.show()
+    assert "files.max-bytes" in shown and "project" in shown and "dftpass.yaml:4" in shown
+    assert "run.jobs" in shown and "# cli" in shown
+
+
+def test_site_value_survives_when_no_higher_layer_sets_it(tmp_path, monkeypatch):
+    site = tmp_path / "site.yaml"
+    site.write_text("trace:\n  chunk-mb: 8\n")
+    monkeypatch.setenv("DFTPASS_SITE_CONFIG", str(site))
+    config = load_config(tmp_path)
+    assert config.get("trace.chunk-mb") == 8
+    assert config.source("trace.chunk-mb").layer == "site"
+
+
+def test_pyproject_tool_table_is_the_project_layer(tmp_path):
+    (tmp_path / "pyproject.toml").write_text(
+        '[project]\nname = "x"\n\n[tool.dftpass.rules]\nignore = ["ML-R9"]\n\n[tool.dftpass.run]\njobs = 2\n')
+    config = load_config(tmp_path)
+    assert config.get("rules.ignore") == ["ML-R9"]
+    assert config.source("run.jobs").line == 8
+
+
+def test_unknown_key_names_file_and_line(tmp_path):
+    (tmp_path / "dftpass.yaml").write_text("rules:\n  ignore: []\n  selekt: [ML-R1]\n")
+    with pytest.raises(ConfigError, match=r"dftpass.yaml:3: unknown configuration key 'rules.selekt'"):
+        load_config(tmp_path)
+
+
+def test_bad_value_names_file_and_line(tmp_path):
+    (tmp_path / "dftpass.yaml").write_text("run:\n  jobs: many\n")
+    with pytest.raises(ConfigError, match=r"dftpass.yaml:2: 'run.jobs' must be an integer"):
+        load_config(tmp_path)
+
+
+def test_bad_value_in_pyproject_names_its_line(tmp_path):
+    (tmp_path / "pyproject.toml").write_text('[tool.dftpass.files]\nmax-bytes = "big"\n')
+    with pytest.raises(ConfigError, match=r"pyproject.toml:2: "):
+        load_config(tmp_path)
+
+
+def test_invalid_yaml_is_a_config_error(tmp_path):
+    (tmp_path / "dftpass.yaml").write_text("rules: [unclosed\n")
+    with pytest.raises(ConfigError, match="invalid YAML"):
+        load_config(tmp_path)
+
+
+def test_set_override_is_typed_and_checked():
+    assert cli_overrides(None, None, None, ["files.max-bytes=1234"])["files.max-bytes"].value == 1234
+    with pytest.raises(ConfigError, match="unknown configuration key"):
+        cli_overrides(None, None, None, ["nope=1"])
+    with pytest.raises(ConfigError, match="must be an integer"):
+        cli_overrides(None, None, None, ["run.jobs=x"])
+
+
+@pytest.mark.parametrize(
+    "rule, tags, default, select, ignore, expected",
+    [
+        ("ML-R6", ("pipeline",), True, None, [], True),  # default on
+        ("ML-R28", ("pytorch",), False, None, [], False),  # default off
+        ("ML-R6", ("pipeline",), True, None, ["ML-R6"], False),  # ignored by id
+        ("ML-R21", (), True, None, ["ML-R2*"], False),  # ignored by glob prefix
+        ("ML-R3", ("pipeline",), True, None, ["tag:pipeline"], False),  # ignored by tag
+        ("ML-R3", ("pipeline",), True, ["ML-R6"], [], False),  # not selected
+        ("ML-R28", (), False, ["ML-R*"], [], False),  # opt-in rules need their exact id
+        ("ML-R28", (), False, ["ML-R28"], [], True),
+        ("ML-R4", ("compute",), True, ["tag:compute"], [], True),
+    ],
+)
+def test_rule_selection(rule, tags, default, select, ignore, expected):
+    assert rule_selected(rule, tags, default, select, ignore) is expected

@@ -1,0 +1,147 @@
+"""Pass discovery, ordering from declarations, errors that name the passes, gating, caching."""
+
+from __future__ import annotations
+
+import pytest
+
+from dftpass.core.config import Config, Source, Value
+from dftpass.core.manager import PassManager, PipelineError
+from dftpass.core.passes import Pass, PassKind
+from dftpass.core.pipeline import annotate
+
+SRC = Source("test")
+
+
+def config(**values) -> Config:
+    return Config(values={k.replace("__", ".").replace("_", "-"): Value(v, SRC) for k, v in values.items()})
+
+
+def make_pass(pid, kind=PassKind.CHECK, requires=(), after=(), frameworks=(), log=None):
+    def run(self, ctx):
+        if log is not None:
+            log.append(pid)
+        return pid
+
+    return type(f"P_{pid.replace('-', '_')}", (Pass,), {
+        "id": pid, "title": pid, "kind": kind, "requires": requires, "after": after,
+        "frameworks": frameworks, "run": run,
+    })
+
+
+def test_builtin_passes_are_discovered_through_the_hook():
+    manager = PassManager(config())
+    assert {"callgraph", "loops", "frameworks", "ML-R1", "ML-R6", "ML-R9"} <= set(manager.registry)
+    assert manager.provider["ML-R6"] == "builtin"
+
+
+def test_order_follows_declarations_not_registration():
+    manager = PassManager(config())
+    # registered in reverse of the order they must run in
+    manager.add_passes(make_pass("Z-3", after=("Z-2",)), make_pass("Z-2", after=("Z-1",)), make_pass("Z-1"))
+    assert manager.order(["Z-3", "Z-2", "Z-1"]) == ["Z-1", "Z-2", "Z-3"]
+
+
+def test_ties_break_by_natural_id_order():
+    manager = PassManager(config())
+    manager.add_passes(make_pass("Q-10"), make_pass("Q-2"), make_pass("Q-1"))
+    assert manager.order(["Q-10", "Q-1", "Q-2"]) == ["Q-1", "Q-2", "Q-10"]
+
+
+def test_requirements_join_the_pipeline_before_their_users():
+    manager = PassManager(config())
+    order = manager.order(["ML-R8"])
+    assert order.index("callgraph") < order.index("loops") < order.index("ML-R8")
+
+
+def test_a_cycle_is_an_error_naming_its_passes():
+    manager = PassManager(config())
+    manager.add_passes(make_pass("C-1", after=("C-2",)), make_pass("C-2", after=("C-1",)))
+    with pytest.raises(PipelineError, match=r"cycle: C-\d -> C-\d -> C-\d"):
+        manager.order(["C-1", "C-2"])
+
+
+def test_a_missing_requirement_is_an_error_naming_both():
+    manager = PassManager(config())
+    manager.add_passes(make_pass("M-1", requires=("not-installed",)))
+    with pytest.raises(PipelineError, match="M-1 requires 'not-installed'"):
+        manager.order(["M-1"])
+
+
+def test_requiring_a_switched_off_rule_is_an_error():
+    manager = PassManager(config())
+    manager.add_passes(make_pass("M-2", requires=("ML-R6",)))
+    with pytest.raises(PipelineError, match="M-2 requires rule ML-R6, which is switched off"):
+        manager.order(["M-2"])
+
+
+def test_duplicate_ids_are_an_error_naming_both_plugins():
+    manager = PassManager(config())
+    with pytest.raises(PipelineError, match="'ML-R6' is defined twice: by plugin 'builtin' and by plugin 'test'"):
+        manager.add_passes(make_pass("ML-R6"), plugin="test")
+
+
+def test_analyses_are_computed_once_and_shared(project):
+    root = project({"a.py": "def f(loader):\n    for b in loader:\n        pass\n"})
+    log = []
+    manager = PassManager(config(rules__select=["U-1", "U-2"]))
+    manager.add_passes(
+        make_pass("shared", kind=PassKind.ANALYSIS, log=log),
+        make_pass("U-1", requires=("shared",)), make_pass("U-2", requires=("shared",)),
+    )
+    for pid in ("U-1", "U-2"):  # each asks for the analysis explicitly, too
+        cls = manager.registry[pid]
+        cls.run = lambda self, ctx: ctx.analysis("shared")
+    annotate(root, manager.config, "plan", manager=manager, jobs=1)
+    assert log == ["shared"]
+
+
+def test_framework_gate_skips_a_pass_and_says_why(project):
+    root = project({"a.py": "import numpy\n"})
+    log = []
+    manager = PassManager(config(rules__select=["G-1"]))
+    manager.add_passes(make_pass("G-1", frameworks=("pytorch",), log=log))
+    result = annotate(root, manager.config, "plan", manager=manager, jobs=1)
+    assert log == []
+    assert [t.status for t in result.timings if t.pass_id == "G-1"] == ["skipped: needs pytorch"]
+
+
+def test_passes_filter_restricts_the_pipeline(project):
+    root = project({"a.py": "def f(loader):\n    for b in loader:\n        pass\n"})
+    manager = PassManager(config())
+    result = annotate(root, manager.config, "plan", passes=["ML-R6"], manager=manager, jobs=1)
+    assert [p for p in result.pipeline if p.startswith("ML-")] == ["ML-R6"]
+    assert {e.rule for _, e in result.edits()} == {"ML-R6"}
+    with pytest.raises(PipelineError, match="unknown pass"):
+        annotate(root, manager.config, "plan", passes=["ML-R99"], manager=manager, jobs=1)
+
+
+def test_unknown_rule_in_config_is_an_error():
+    from dftpass.core.config import ConfigError
+
+    manager = PassManager(config(rules__ignore=["ML-R66"]))
+    with pytest.raises(ConfigError, match="unknown rule 'ML-R66'"):
+        manager.check_config()
+
+
+def test_rule_options_are_checked_against_the_options_schema():
+    from dftpass.core.config import ConfigError
+
+    good = PassManager(Config(values={"rules.options.loops.loader_name_pattern": Value("^feed$", SRC)}))
+    assert good.options_for("loops").loader_name_pattern == "^feed$"
+    bad = PassManager(Config(values={"rules.options.loops.loader_name_pattern": Value(3, Source("project", "d.yaml", 7))}))
+    with pytest.raises(ConfigError, match=r"d.yaml:7: loops option 'loader_name_pattern' must be str"):
+        bad.options_for("loops")
+    unknown = PassManager(Config(values={"rules.options.loops.nope": Value(1, Source("project", "d.yaml", 9))}))
+    with pytest.raises(ConfigError, match=r"d.yaml:9: loops has no option 'nope'"):
+        unknown.options_for("loops")
+
+
+def test_per_path_override_switches_a_rule_off_for_some_files(project):
+    files = {
+        "a.py": "def f(loader):\n    for b in loader:\n        pass\n",
+        "legacy/b.py": "def g(loader):\n    for b in loader:\n        pass\n",
+    }
+    root = project(files)
+    manager = PassManager(config(rules__per_path=[{"paths": ["legacy/**"], "ignore": ["ML-R6"]}]))
+    result = annotate(root, manager.config, "plan", passes=["ML-R6"], manager=manager, jobs=1)
+    assert {rel for rel, _ in result.edits()} == {"a.py"}

@@ -1,0 +1,124 @@
+"""End to end on the bundled fixture app, for real: real libcst rewriting, real torch (CPU),
+real dftracer, real traces.
+
+The annotated copy must match the reviewed snapshot in ``fixtures/expected/torch_basic``
+(``DFTPASS_UPDATE_SNAPSHOTS=1`` rewrites it: review the diff before committing), run with
+tracing off and on, and compute exactly what the original program computes.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import shutil
+import subprocess
+import sys
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from conftest import APPS, FIXTURES, tree_bytes
+
+pytest.importorskip("torch", reason="torch is not installed (./dev setup installs the CPU build)")
+pytest.importorskip("dftracer.python", reason="dftracer is not installed (./dev setup installs it)")
+
+SNAPSHOT = FIXTURES / "expected" / "torch_basic"
+pytestmark = pytest.mark.e2e
+
+
+@pytest.fixture(scope="module")
+def annotated(tmp_path_factory) -> Path:
+    from dftpass.cli import main
+
+    src = tmp_path_factory.mktemp("src") / "torch_basic"
+    shutil.copytree(APPS / "torch_basic", src, ignore=shutil.ignore_patterns("__pycache__"))
+    out = tmp_path_factory.mktemp("ann") / "torch_basic-dftpass"
+    assert main(["run", str(src), "--out", str(out)]) == 0
+    return out
+
+
+def test_annotated_copy_matches_the_reviewed_snapshot(annotated):
+    got = tree_bytes(annotated)
+    if os.environ.get("DFTPASS_UPDATE_SNAPSHOTS") == "1":
+        shutil.rmtree(SNAPSHOT, ignore_errors=True)
+        for rel, data in got.items():
+            (SNAPSHOT / rel).parent.mkdir(parents=True, exist_ok=True)
+            (SNAPSHOT / rel).write_bytes(data)
+    expected = tree_bytes(SNAPSHOT)
+    assert sorted(got) == sorted(expected)
+    for rel in expected:
+        assert got[rel].decode() == expected[rel].decode(), f"{rel} differs from the snapshot"
+
+
+def test_annotating_the_annotated_copy_changes_nothing(annotated, cli):
+    r = cli("plan", annotated)
+    assert r.code == 0 and r.out.strip() == "", r.out
+
+
+def run_app(app: Path, data: Path, out: Path, trace_prefix: Path | None) -> subprocess.CompletedProcess:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("DFTRACER_")}
+    if trace_prefix is not None:
+        trace_prefix.parent.mkdir(parents=True, exist_ok=True)
+        env.update(DFTRACER_ENABLE="1", DFTRACER_INC_METADATA="1", DFTRACER_LOG_FILE=str(trace_prefix))
+    cwd = out.parent / f"cwd-{out.name}"
+    cwd.mkdir(parents=True)
+    proc = subprocess.run([sys.executable, str(app / "train.py"), "--data", str(data), "--out", str(out),
+                           "--epochs", "2", "--workers", "2"],
+                          cwd=cwd, env={**env, "PYTHONPATH": str(app)}, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    assert not (cwd / "dft.log").exists(), "the annotated program left dft.log in its working directory"
+    return proc
+
+
+@pytest.fixture(scope="module")
+def runs(annotated, tmp_path_factory):
+    base = tmp_path_factory.mktemp("runs")
+    data = base / "data"
+    original = run_app(APPS / "torch_basic", data, base / "original", None)
+    off = run_app(annotated, data, base / "off", None)
+    on = run_app(annotated, data, base / "on", base / "traces" / "trace")
+    return base, (original, off, on)
+
+
+def test_annotated_program_computes_bitwise_the_same_with_tracing_off_and_on(runs):
+    base, (original, off, on) = runs
+    for run in ("off", "on"):
+        for name in ("result.json", "weights.pt"):
+            assert (base / run / name).read_bytes() == (base / "original" / name).read_bytes(), f"{run}/{name}"
+    assert original.stdout == off.stdout == on.stdout
+
+
+def read_events(path: Path) -> list[dict]:
+    with gzip.open(path, "rt") as fh:
+        return [json.loads(line) for line in fh if line.strip()]
+
+
+def test_the_traced_run_wrote_every_expected_category(runs):
+    base, _ = runs
+    files = sorted((base / "traces").glob("trace-*.pfw.gz"))
+    apps = [f for f in files if f.name.endswith("-app.pfw.gz")]
+    forks = [f for f in files if f.name.endswith("-fork.pfw.gz")]
+    assert len(apps) == 1 and forks, [f.name for f in files]
+    assert all(f.stat().st_size > 0 for f in files)
+
+    app_events = [e for e in read_events(apps[0]) if e.get("ph") == 1]
+    seen = Counter((e["cat"], e["name"]) for e in app_events)
+    for key in [("ai_root", "ai_root"), ("pipeline", "train"), ("pipeline", "evaluate"), ("pipeline", "epoch.block"),
+                ("dataloader", "fetch.iter"), ("dataloader", "fetch.block"),
+                ("compute", "forward"), ("compute", "backward"), ("compute", "step")]:
+        assert seen[key] > 0, f"no {key} event in {sorted(seen)}"
+    # 2 epochs x 9 training batches (144 samples / 16): one backward and one step each
+    assert seen[("compute", "backward")] == seen[("compute", "step")] == 18
+    assert seen[("pipeline", "train")] == seen[("pipeline", "evaluate")] == 2
+
+    steps = [e for e in app_events if e["name"] in ("backward", "step")]
+    assert all("epoch" in e["args"] and "step" in e["args"] for e in steps)
+    assert {e["args"]["epoch"] for e in steps} == {1, 2}
+    assert {e["args"]["step"] for e in steps} == set(range(9))
+
+    items = [e for f in forks for e in read_events(f) if e.get("ph") == 1 and e["cat"] == "data"]
+    assert {e["name"] for e in items} == {"item"}
+    assert len(items) == 2 * 192  # every sample of both splits, both epochs, in the worker processes
+    assert all("epoch" in e["args"] for e in items)

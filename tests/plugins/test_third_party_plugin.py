@@ -1,0 +1,82 @@
+"""A real third-party plugin package, installed with pip, discovered through the entry point."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from conftest import FIXTURES
+
+PLUGIN = FIXTURES / "plugins" / "dftpass_example_plugin"
+
+
+@pytest.fixture(scope="module")
+def plugin_site(tmp_path_factory) -> Path:
+    """The example plugin installed (by pip, from its source) into a folder of its own."""
+    target = tmp_path_factory.mktemp("site")
+    build = tmp_path_factory.mktemp("build")
+    subprocess.run(
+        [sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--no-build-isolation",
+         "--target", str(target), str(PLUGIN)],
+        check=True, cwd=build, env={**os.environ, "PIP_DISABLE_PIP_VERSION_CHECK": "1"},
+    )
+    assert list(target.glob("dftpass_example_plugin-*.dist-info"))
+    return target
+
+
+def dftpass(site: Path, *args, env=None, cwd=None) -> subprocess.CompletedProcess:
+    environ = {**os.environ, "PYTHONPATH": str(site), **(env or {})}
+    return subprocess.run([sys.executable, "-m", "dftpass", *map(str, args)], capture_output=True, text=True,
+                          env=environ, cwd=cwd)
+
+
+def test_the_plugin_is_discovered_and_listed(plugin_site):
+    r = dftpass(plugin_site, "plugins")
+    assert r.returncode == 0, r.stderr
+    assert "example (plugin, dftpass_example_plugin): EX-1" in r.stdout
+    assert "EX-1" in dftpass(plugin_site, "rules").stdout
+
+
+def test_the_plugin_pass_runs_in_its_declared_place(plugin_site, torch_basic):
+    r = dftpass(plugin_site, "-v", "plan", torch_basic, "--no-diff", "--time-passes")
+    assert r.returncode == 0, r.stderr
+    # it ran after ML-R6 and saw ML-R6's two queued batch-loop wraps
+    assert "EX-1 ran after ML-R6, which queued 2 batch-loop wraps" in r.stderr
+    timed = [line.split()[0] for line in r.stderr.splitlines() if line.startswith("  ")]
+    assert timed.index("ML-R6") < timed.index("EX-1")
+
+
+def test_the_plugin_adds_a_command_line_option(plugin_site, torch_basic):
+    r = dftpass(plugin_site, "plan", torch_basic, "--no-diff", "--example-level", "warning")
+    assert "warning: EX-1" in r.stderr
+
+
+def test_the_plugin_teaches_framework_detection(plugin_site, project):
+    root = project({"a.py": "import examplefw\n"})
+    import json
+    det = json.loads(dftpass(plugin_site, "detect", root, "--json").stdout)
+    assert "examplefw" in det["frameworks"]
+
+
+def test_config_switches_the_plugin_off(plugin_site, torch_basic):
+    (torch_basic / "dftpass.yaml").write_text("plugins:\n  disable: [example]\n")
+    r = dftpass(plugin_site, "plan", torch_basic, "--no-diff")
+    assert r.returncode == 0, r.stderr
+    assert "EX-1" not in r.stderr
+    listed = dftpass(plugin_site, "plugins", "--config", torch_basic / "dftpass.yaml")
+    assert "example (blocked by configuration)" in listed.stdout
+
+
+def test_the_autoload_switch_keeps_entry_point_plugins_out(plugin_site, torch_basic):
+    r = dftpass(plugin_site, "plugins", env={"DFTPASS_DISABLE_PLUGIN_AUTOLOAD": "1"})
+    assert "example" not in r.stdout and "builtin" in r.stdout
+
+
+def test_rule_options_of_the_plugin_come_from_config(plugin_site, torch_basic):
+    (torch_basic / "dftpass.yaml").write_text("rules:\n  options:\n    EX-1:\n      severity: warning\n")
+    r = dftpass(plugin_site, "plan", torch_basic, "--no-diff")
+    assert "warning: EX-1" in r.stderr
