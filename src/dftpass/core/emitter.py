@@ -73,6 +73,10 @@ ENV_DATA_DIR = "DFTRACER_DATA_DIR"
 ENV_INIT = "DFTRACER_INIT"
 ENV_TIME_METRIC = "DFTRACER_TIME_METRIC"
 ENV_COMPRESSION = "DFTRACER_TRACE_COMPRESSION"
+#: selective aggregation: hot events folded into ``ph`` 3 records (count, dur_sum, ...)
+ENV_AGGREGATION = "DFTRACER_ENABLE_AGGREGATION"
+ENV_AGGREGATION_TYPE = "DFTRACER_AGGREGATION_TYPE"
+AGGREGATION_SELECTIVE = "SELECTIVE"
 
 #: the install-time switches of a source build (read by CMake, not at run time)
 BUILD_FLAG_HIP = "DFTRACER_ENABLE_HIP_TRACING"
@@ -243,3 +247,34 @@ def mentions_dftracer(fs: FileSummary, text: str | None) -> bool:
 
 def is_initialize(fs: FileSummary, callee: str) -> bool:
     return recognize(fs, callee) == "dftracer.initialize_log"
+
+
+# -- names in the trace files dftracer writes (read by :mod:`dftpass.traces`) ----------------
+
+#: cat of dftracer's own records: metadata lines (ph 4) and the ``start``/``end`` events
+TRACE_META_CAT = "dftracer"
+#: metadata line names: host hash, file hash, string hash, custom metadata (``log_metadata_event``)
+TRACE_META_HOST, TRACE_META_FILE, TRACE_META_STRING, TRACE_META_CUSTOM = "HH", "FH", "SH", "CM"
+#: the CM key that carries ``DFTRACER_TIME_METRIC``, and the units it may name
+TRACE_TIME_METRIC_KEY = "time_metric"
+TRACE_TIME_METRICS = ("NS", "US", "MS", "SEC")
+#: the per-process ``start`` event (``args.ppid`` = parent pid)
+TRACE_START_EVENT = "start"
+#: cats of the intercepted C library calls
+TRACE_SYSCALL_CATS = ("POSIX", "STDIO")
+#: the last part of a trace file name, ``<prefix>-<16 hex>-<role>.pfw[.gz]``
+TRACE_FILE_ROLES = ("app", "preload", "fork")
+TRACE_SUFFIXES = (".pfw", ".pfw.gz")
+#: event names of intercepted calls that move data (bytes moved = ``args.ret``) ...
+TRACE_READ_OPS = ("read", "pread", "pread64", "readv", "preadv", "preadv2", "fread")
+TRACE_WRITE_OPS = ("write", "pwrite", "pwrite64", "writev", "pwritev", "pwritev2", "fwrite")
+#: ... and of those that only touch metadata (the "metadata ops" of an I/O summary)
+TRACE_METADATA_OPS = (
+    "open", "open64", "openat", "openat64", "creat", "creat64", "close", "fopen", "fopen64", "fclose",
+    "stat", "stat64", "lstat", "lstat64", "fstat", "fstat64", "fstatat", "fstatat64", "statx",
+    "__xstat", "__xstat64", "__lxstat", "__lxstat64", "__fxstat", "__fxstat64", "__fxstatat", "__fxstatat64",
+    "lseek", "lseek64", "fseek", "fseeko", "ftell", "fsync", "fdatasync", "ftruncate", "truncate",
+    "opendir", "closedir", "readdir", "readdir64", "mkdir", "rmdir", "unlink", "remove", "rename",
+    "access", "faccessat", "fcntl", "dup", "dup2", "link", "symlink", "readlink", "chmod", "chown",
+    "fchmod", "fchown", "utime", "chdir",
+)

@@ -1,0 +1,137 @@
+"""Per-bucket busy time of each event class: the mergeable middle of the overlap method.
+
+For a bucket width ``w`` (ns) and each class, ``busy[bucket]`` is the largest time any one
+process spent in that class inside the bucket. Per process it is the length of the *union*
+of its class intervals, cut at bucket boundaries (step 3 of the method in ``analysis.md``):
+nested events (``data.item`` around a ``read``, ``compute`` around ``forward``) and threads
+of one process count once, so a process is never busier than ``w``.
+
+The union is taken per block of the input (a million events, sorted there); intervals that
+nest across a block boundary would count twice, so each process's bucket total is also
+capped at ``w``. Sums per (process, bucket) are kept sparse (sorted numpy arrays), so memory
+is bounded by the buckets a process touched (at most span / w), never by the event count.
+
+:class:`ClassBusy` merges by a per-bucket maximum, which is right only when both sides hold
+different processes: a process's events must all go through one accumulator
+(:func:`~dftpass.traces.analysis.analyze` groups files that share a process).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Iterable
+
+import numpy as np
+
+from dftpass.traces.classes import ClassEvent
+
+Sparse = tuple[np.ndarray, np.ndarray]  # (sorted bucket indices, values)
+_EMPTY: Sparse = (np.zeros(0, np.int64), np.zeros(0, np.int64))
+#: pending pieces per (process, class) before they are folded together
+_COMPACT_AT = 1 << 20
+
+
+@dataclass
+class ClassBusy:
+    """Per class (COMPUTE, LOADING): buckets and the max-over-processes busy ns in each."""
+
+    width_ns: int
+    by_class: dict[int, Sparse] = field(default_factory=dict)
+
+    def get(self, cls: int) -> Sparse:
+        return self.by_class.get(cls, _EMPTY)
+
+    def merge(self, other: ClassBusy) -> ClassBusy:
+        assert other.width_ns == self.width_ns, "merging busy times of different bucket widths"
+        for cls, part in other.by_class.items():
+            self.by_class[cls] = _fold([self.get(cls), part], np.maximum)
+        return self
+
+
+class BusyAccumulator:
+    """Takes blocks of class events (process index, ts ns, dur ns, class) and yields a
+    :class:`ClassBusy` for the processes it saw."""
+
+    def __init__(self, width_ns: int) -> None:
+        self.width = int(width_ns)
+        self._parts: dict[tuple[int, int], list[Sparse]] = {}
+        self._pending: dict[tuple[int, int], int] = {}
+
+    def add(self, proc: np.ndarray, ts: np.ndarray, dur: np.ndarray, cls: np.ndarray) -> None:
+        end = ts + np.maximum(dur, 0)
+        group = proc.astype(np.int64) * 2 + cls
+        for g in np.unique(group):
+            rows = np.flatnonzero(group == g)
+            start, stop = _union(ts[rows], end[rows])
+            part = _pieces(start, stop, self.width)
+            key = (int(g) // 2, int(g) % 2)
+            self._parts.setdefault(key, []).append(part)
+            self._pending[key] = self._pending.get(key, 0) + len(part[0])
+            if self._pending[key] > _COMPACT_AT:
+                folded = _fold(self._parts[key], np.add)
+                self._parts[key], self._pending[key] = [folded], len(folded[0])
+
+    def result(self) -> ClassBusy:
+        per_class: dict[int, list[Sparse]] = {}
+        for (_, cls), parts in self._parts.items():
+            buckets, total = _fold(parts, np.add)
+            per_class.setdefault(cls, []).append((buckets, np.minimum(total, self.width)))
+        return ClassBusy(self.width, {cls: _fold(parts, np.maximum) for cls, parts in per_class.items()})
+
+
+def busy_of_events(events: Iterable[ClassEvent], width_s: float, block: int = 1 << 16) -> ClassBusy:
+    """:class:`ClassBusy` of a stream of :class:`~dftpass.traces.classes.ClassEvent`,
+    processes told apart by (host, pid)."""
+    acc = BusyAccumulator(round(width_s * 1e9))
+    procs: dict[tuple[str | None, int], int] = {}
+    rows: list[tuple[int, int, int, int]] = []
+    for ev in events:
+        proc = procs.setdefault((ev.host, ev.pid), len(procs))
+        rows.append((proc, ev.ts * ev.metric.ns, ev.dur * ev.metric.ns, ev.cls))
+        if len(rows) >= block:
+            acc.add(*np.array(rows, np.int64).T)
+            rows = []
+    if rows:
+        acc.add(*np.array(rows, np.int64).T)
+    return acc.result()
+
+
+def _union(start: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The union of intervals as sorted, disjoint (start, end) arrays."""
+    order = np.argsort(start, kind="stable")
+    start, end = start[order], end[order]
+    reach = np.maximum.accumulate(end)
+    first = np.flatnonzero(np.r_[True, start[1:] > reach[:-1]])
+    return start[first], np.maximum.reduceat(end, first)
+
+
+def _pieces(start: np.ndarray, end: np.ndarray, width: int) -> Sparse:
+    """Sorted disjoint intervals cut at multiples of ``width``: (bucket, ns in bucket)."""
+    keep = end > start
+    start, end = start[keep], end[keep]
+    if not len(start):
+        return _EMPTY
+    first, last = start // width, (end - 1) // width
+    count = last - first + 1
+    owner = np.repeat(np.arange(len(start)), count)
+    bucket = first[owner] + (np.arange(int(count.sum())) - np.repeat(np.cumsum(count) - count, count))
+    piece = np.minimum(end[owner], (bucket + 1) * width) - np.maximum(start[owner], bucket * width)
+    return _reduce_sorted(bucket, piece, np.add)
+
+
+def _fold(parts: list[Sparse], op: np.ufunc) -> Sparse:
+    """Several sparse series as one: values of equal buckets combined with ``op``."""
+    parts = [p for p in parts if len(p[0])]
+    if not parts:
+        return _EMPTY
+    if len(parts) == 1:
+        return parts[0]
+    buckets = np.concatenate([p[0] for p in parts])
+    values = np.concatenate([p[1] for p in parts])
+    order = np.argsort(buckets, kind="stable")
+    return _reduce_sorted(buckets[order], values[order], op)
+
+
+def _reduce_sorted(buckets: np.ndarray, values: np.ndarray, op: np.ufunc) -> Sparse:
+    first = np.flatnonzero(np.r_[True, buckets[1:] != buckets[:-1]])
+    return buckets[first], op.reduceat(values, first)
