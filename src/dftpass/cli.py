@@ -55,7 +55,7 @@ def _add_pipeline_options(p: argparse.ArgumentParser, plugin_pm=None) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from dftpass.commands import annotate, info
+    from dftpass.commands import analysis, annotate, info, runs
 
     # Plugins may add options to the annotation commands; they are found before parsing
     # (entry points only: `plugins.disable` of the configuration cannot be known yet).
@@ -110,6 +110,9 @@ def build_parser() -> argparse.ArgumentParser:
     _add_config_options(p)
     p.add_argument("--show", action="store_true", help="print every value with the layer it came from (default)")
     p.set_defaults(func=info.cmd_config)
+
+    runs.add_parser(sub, _add_config_options)
+    analysis.add_parsers(sub, _add_config_options)
 
     p = sub.add_parser("plugins", help="the plugins and the passes each contributes")
     _add_config_options(p)

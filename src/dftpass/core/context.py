@@ -41,8 +41,12 @@ class RunContext:
     config: Config
     project: Project
     manager: "PassManager"
-    #: "plan" | "run" | "validate"
+    #: "plan" | "run" | "validate" | "analyze"
     mode: str = "plan"
+    #: for ``analyze``: the run being analysed (:class:`dftpass.runs.layout.RunDir`) and how
+    #: to read its traces (engine, jobs, scheduler address, bucket width)
+    run: Any = None
+    trace_options: dict[str, Any] = attrs.field(factory=dict)
     findings: list[Finding] = attrs.field(factory=list)
     edit_sets: dict[str, EditSet] = attrs.field(factory=dict)
     timings: list[PassTiming] = attrs.field(factory=list)

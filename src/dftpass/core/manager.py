@@ -171,11 +171,15 @@ class PassManager:
         return self._instances[pass_id]
 
     # -- selection and order -----------------------------------------------------------
-    def selected_rules(self, only: Iterable[str] | None = None) -> list[str]:
+    def selected_rules(self, only: Iterable[str] | None = None,
+                       kinds: tuple[PassKind, ...] = (PassKind.TRANSFORM, PassKind.CHECK)) -> list[str]:
+        """The rules of ``kinds`` the configuration switches on (``only``: exactly these passes)."""
         select, ignore = self.config.get("rules.select"), self.config.get("rules.ignore")
         per_path = self.config.get("rules.per-path")
         chosen = []
         for cls in self.rules():
+            if cls.kind not in kinds:
+                continue
             on = rule_selected(cls.id, cls.tags, cls.default_enabled, select, ignore)
             # a rule switched on for some paths only is in the pipeline; ctx filters per file
             on = on or any(rule_selected(cls.id, cls.tags, cls.default_enabled, o.get("select") or [], [])

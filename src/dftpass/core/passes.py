@@ -101,8 +101,9 @@ class Pass:
 
     @classmethod
     def is_rule(cls) -> bool:
-        """Rules are the passes users select and switch off: transforms and checks."""
-        return cls.kind in (PassKind.TRANSFORM, PassKind.CHECK)
+        """Rules are the passes users select and switch off: transforms and checks on the
+        source, runtime checks on a traced run."""
+        return cls.kind in (PassKind.TRANSFORM, PassKind.CHECK, PassKind.RUNTIME)
 
     @classmethod
     def valid_cases(cls) -> list[Case]:

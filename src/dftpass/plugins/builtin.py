@@ -10,6 +10,7 @@ from dftpass.core.hookspecs import hookimpl
 from dftpass.plugins.analyses.callgraph import CallGraphAnalysis
 from dftpass.plugins.analyses.frameworks import FrameworksAnalysis
 from dftpass.plugins.analyses.loops import LoopsAnalysis
+from dftpass.plugins.analyses.traces import TracesAnalysis
 from dftpass.plugins.compute.ml_r4_optimizer_step import OptimizerStep
 from dftpass.plugins.compute.ml_r7_forward_backward import ForwardBackward
 from dftpass.plugins.data.ml_r9_dataset_items import DatasetItems
@@ -18,12 +19,16 @@ from dftpass.plugins.pipeline.ml_r2_pipeline_phases import PipelinePhases
 from dftpass.plugins.pipeline.ml_r3_epoch_loop import EpochLoop
 from dftpass.plugins.pipeline.ml_r6_batch_loop import BatchLoop
 from dftpass.plugins.pipeline.ml_r8_step_metadata import StepMetadata
+from dftpass.plugins.trace.ml_r15_trace_categories import TraceCategories
+from dftpass.plugins.trace.ml_r16_hip_events import HipEvents
+from dftpass.plugins.trace.ml_r24_overlap import ComputeLoaderOverlap
 
 PASSES = [
     # analyses
     CallGraphAnalysis,
     FrameworksAnalysis,
     LoopsAnalysis,
+    TracesAnalysis,
     # rules
     ProgramLifecycle,
     PipelinePhases,
@@ -33,6 +38,10 @@ PASSES = [
     ForwardBackward,
     StepMetadata,
     DatasetItems,
+    # runtime rules (dftpass analyze)
+    TraceCategories,
+    HipEvents,
+    ComputeLoaderOverlap,
 ]
 
 

@@ -1,0 +1,1 @@
+"""Trace analysis on top of the reader: metrics, diagnosis, proposals, comparison, report."""

@@ -1,0 +1,141 @@
+"""``dftpass compare``: runs side by side, metric by metric, with a verdict.
+
+The first run is the baseline. For every metric of :data:`~dftpass.analysis.metrics.METRICS`
+and every other run: the value (median over the run's repeats), the change in % against the
+baseline, and a class: *improved* or *regressed* when the change is beyond ±5% in the
+metric's direction (lower time is better, higher bandwidth is better), *neutral* within ±5%,
+*info* for metrics without a direction (event counts). A change smaller than the spread
+between repeats of either side is flagged *within noise*; with one repeat per side the noise
+cannot be told apart, and the verdict says so.
+
+A run made with ``dftpass trace --applies ID`` gets the measured wall-time change written as
+the actual impact of proposal ID.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from dftpass.analysis.metrics import HIGHER, LOWER, METRICS
+
+THRESHOLD_PCT = 5.0
+IMPROVED, REGRESSED, NEUTRAL, INFO = "improved", "regressed", "neutral", "info"
+#: the metric a verdict rests on, in order of preference
+HEADLINE = ("wall_s", "traced_span_s")
+
+
+@dataclass
+class Cell:
+    value: float | None
+    change_pct: float | None = None
+    cls: str = NEUTRAL
+    within_noise: bool = False
+
+
+@dataclass
+class Row:
+    metric: str
+    unit: str
+    better: str
+    cells: list[Cell]
+
+
+@dataclass
+class Comparison:
+    labels: list[str]
+    repeats: list[int]
+    rows: list[Row]
+    verdicts: list[str]  # one per non-baseline run
+    proposal_impacts: list[dict] = field(default_factory=list)
+
+    def to_dict(self) -> dict:
+        return {
+            "labels": self.labels,
+            "repeats": self.repeats,
+            "threshold_pct": THRESHOLD_PCT,
+            "rows": [{"metric": r.metric, "unit": r.unit, "better": r.better,
+                      "cells": [c.__dict__ for c in r.cells]} for r in self.rows],
+            "verdicts": self.verdicts,
+            "proposal_impacts": self.proposal_impacts,
+        }
+
+
+def classify(change_pct: float | None, better: str) -> str:
+    if change_pct is None or better not in (LOWER, HIGHER):
+        return INFO
+    if abs(change_pct) <= THRESHOLD_PCT:
+        return NEUTRAL
+    good = change_pct < 0 if better == LOWER else change_pct > 0
+    return IMPROVED if good else REGRESSED
+
+
+def _change(base: float | None, value: float | None) -> float | None:
+    if base is None or value is None:
+        return None
+    if base == 0:
+        return 0.0 if value == 0 else None
+    return 100.0 * (value - base) / abs(base)
+
+
+def _noise(a: dict, b: dict, metric: str, base: float | None, value: float | None) -> bool:
+    spreads = [s for s in (a["spread"].get(metric), b["spread"].get(metric)) if s]
+    if base is None or value is None or not spreads or min(len(a["repeats"]), len(b["repeats"])) < 2:
+        return False
+    width = max(hi - lo for lo, hi in spreads)
+    return abs(value - base) < width
+
+
+def compare(analyses: list[dict]) -> Comparison:
+    """``analyses``: the ``analysis.json`` dicts of the runs, baseline first."""
+    base = analyses[0]
+    rows = []
+    for name, metric in METRICS.items():
+        b = base["metrics"].get(name)
+        cells = [Cell(b)]
+        for other in analyses[1:]:
+            v = other["metrics"].get(name)
+            change = _change(b, v)
+            cells.append(Cell(v, change, classify(change, metric.better), _noise(base, other, name, b, v)))
+        rows.append(Row(name, metric.unit, metric.better, cells))
+    verdicts = [_verdict(base, other, [r for r in rows], i + 1) for i, other in enumerate(analyses[1:])]
+    impacts = []
+    for i, other in enumerate(analyses[1:], 1):
+        applied = other.get("applies") or []
+        wall = next((r.cells[i] for r in rows if r.metric in HEADLINE and r.cells[i].change_pct is not None), None)
+        for pid in applied:
+            estimate = next((p["app_impact_pct"] for p in base.get("proposals", []) if p["id"] == pid), None)
+            impacts.append({"run": other["label"], "proposal": pid, "estimated_app_pct": estimate,
+                            "actual_app_pct": None if wall is None else -wall.change_pct})
+    return Comparison([a["label"] for a in analyses], [len(a["repeats"]) for a in analyses], rows, verdicts, impacts)
+
+
+def _verdict(base: dict, other: dict, rows: list[Row], i: int) -> str:
+    improved = [r.metric for r in rows if r.cells[i].cls == IMPROVED and not r.cells[i].within_noise]
+    regressed = [r.metric for r in rows if r.cells[i].cls == REGRESSED and not r.cells[i].within_noise]
+    headline = next((r for r in rows if r.metric in HEADLINE and r.cells[i].change_pct is not None), None)
+    parts = [f"{other['label']} vs {base['label']}:"]
+    if headline is None:
+        overall = "neutral (no wall time to compare)"
+    elif headline.cells[i].within_noise:
+        overall = f"neutral ({headline.metric} changed {headline.cells[i].change_pct:+.1f}%, within the noise)"
+    elif headline.cells[i].cls == IMPROVED:
+        overall = f"net improvement ({headline.metric} {headline.cells[i].change_pct:+.1f}%)"
+    elif headline.cells[i].cls == REGRESSED:
+        overall = f"net regression ({headline.metric} {headline.cells[i].change_pct:+.1f}%)"
+    else:
+        overall = f"neutral ({headline.metric} {headline.cells[i].change_pct:+.1f}%, within ±{THRESHOLD_PCT:.0f}%)"
+    parts.append(overall + ".")
+    if other.get("applies"):
+        parts.append(f"Applied: {', '.join(other['applies'])}.")
+    parts.append(f"Improved: {', '.join(improved) or 'nothing'}.")
+    parts.append(f"Regressed: {', '.join(regressed) or 'nothing'}.")
+    n_a, n_b = len(base["repeats"]), len(other["repeats"])
+    if min(n_a, n_b) < 2:
+        parts.append(f"Repeats: {n_a} vs {n_b}; one run per side cannot separate noise from change "
+                     "(dftpass trace --repeat N).")
+    else:
+        parts.append(f"Repeats: {n_a} vs {n_b}; changes smaller than the spread between repeats are "
+                     "marked as within noise.")
+    if regressed:
+        parts.append(f"Look next at: {regressed[0]}.")
+    return " ".join(parts)

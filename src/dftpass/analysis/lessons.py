@@ -1,0 +1,57 @@
+"""``lessons.md``: the pitfalls each run revealed, accumulated in the workspace, one dated entry each.
+
+Entries come from a run's findings (missing categories, no overlap and its causes, a
+double initialization) and its trace problems (empty worker traces, truncated files). An
+entry already in the file (same run and same finding) is not added again, so analysing a
+run twice does not repeat its lessons.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import re
+from pathlib import Path
+
+from dftpass.core.writer import atomic_write
+
+HEADER = ("# Lessons\n\nPitfalls the runs of this workspace revealed, one dated entry each "
+          "(written by `dftpass analyze` and `dftpass report`).\n")
+_KEY = re.compile(r"<!-- lesson ([0-9a-f]{12}) -->")
+
+
+def _key(label: str, text: str) -> str:
+    return hashlib.sha256(f"{label}\n{text}".encode()).hexdigest()[:12]
+
+
+def pitfalls(analysis: dict) -> list[tuple[str, str, str]]:
+    """(identity, title, detail) of each pitfall of one analysed run. The identity leaves out
+    the numbers, so the same pitfall measured again is the same lesson."""
+    out = []
+    for f in analysis["findings"]:
+        if f["severity"] == "info":
+            continue
+        where = f"{f['path']}:{f['line']}" if f["line"] else f["path"]
+        kind = f["message"].split(":")[0]
+        out.append((f"{f['rule']} {where} {kind}", f"{f['rule']}: {kind}", f"{where}: {f['message']}"))
+    for p in analysis["problems"]:
+        out.append((re.sub(r"\d+", "N", p), "trace problem", p))
+    return out
+
+
+def record(workspace: Path, analysis: dict, today: dt.date | None = None) -> int:
+    """Append the run's new pitfalls to ``<workspace>/lessons.md``; returns how many were new."""
+    path = Path(workspace) / "lessons.md"
+    text = path.read_text(encoding="utf-8") if path.is_file() else HEADER
+    known = set(_KEY.findall(text))
+    day = (today or dt.date.today()).isoformat()
+    added = []
+    for identity, title, detail in pitfalls(analysis):
+        key = _key(analysis["label"], identity)
+        if key in known:
+            continue
+        known.add(key)
+        added.append(f"\n## {day} `{analysis['label']}`: {title}\n<!-- lesson {key} -->\n\n{detail}\n")
+    if added:
+        atomic_write(path, (text.rstrip("\n") + "\n" + "".join(added)).encode("utf-8"), Path(workspace))
+    return len(added)

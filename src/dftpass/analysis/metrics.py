@@ -1,0 +1,100 @@
+"""The numbers of one traced run, as compared between runs and used to size proposals.
+
+Every metric has a direction (is lower better?) and a unit, so :mod:`~dftpass.analysis.compare`
+can colour a change without knowing what the metric means. Shares are of the run's wall
+time (the command's, from ``run.json``), clipped to [0, 1]: time summed over processes
+(workers) can exceed the wall time, a share cannot.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from dftpass.core import emitter as E
+from dftpass.traces import Overlap, Summary
+
+LOWER, HIGHER, NEUTRAL = "lower", "higher", "neutral"
+
+
+@dataclass(frozen=True)
+class Metric:
+    name: str
+    unit: str
+    better: str  # LOWER | HIGHER | NEUTRAL
+    doc: str
+
+
+#: the metrics of a run, in report order
+METRICS: dict[str, Metric] = {m.name: m for m in [
+    Metric("wall_s", "s", LOWER, "wall time of the command (run.json)"),
+    Metric("traced_span_s", "s", LOWER, "first to last traced event"),
+    Metric("compute_s", "s", LOWER, "time in compute events (forward, backward, step, ...)"),
+    Metric("fetch_wait_s", "s", LOWER, "time the batch loop waited for data (fetch.iter)"),
+    Metric("fetch_block_s", "s", LOWER, "time in the batch loop's body (fetch.block)"),
+    Metric("data_item_s", "s", LOWER, "time producing samples (data events, all processes)"),
+    Metric("checkpoint_s", "s", LOWER, "time in checkpoint events"),
+    Metric("comm_s", "s", LOWER, "time in communication events"),
+    Metric("device_s", "s", LOWER, "time in device transfer events"),
+    Metric("io_time_s", "s", LOWER, "time in POSIX/STDIO reads, writes and metadata calls (all processes)"),
+    Metric("read_bandwidth", "B/s", HIGHER, "bytes read per second of read time"),
+    Metric("write_bandwidth", "B/s", HIGHER, "bytes written per second of write time"),
+    Metric("iops", "op/s", HIGHER, "reads and writes per second of I/O time"),
+    Metric("metadata_ops_per_s", "op/s", HIGHER, "metadata calls per second of their time"),
+    Metric("read_bytes", "B", NEUTRAL, "bytes read (POSIX/STDIO)"),
+    Metric("overlap_fraction", "", HIGHER, "share of compute time with data loading running (ML-R24)"),
+    Metric("fetch_stall_share", "", LOWER, "share of the batch loop spent waiting for data"),
+    Metric("events", "", NEUTRAL, "events in the trace"),
+]}
+
+
+def _cat_total(summary: Summary, cat: str) -> float:
+    return sum(s.total_s for (c, _), s in summary.by_key.items() if c == cat)
+
+
+def run_metrics(summary: Summary, overlap: Overlap | None, wall_s: float | None) -> dict[str, float | None]:
+    """The metrics of one repeat of a run."""
+    io = summary.io("syscall")
+    fetch_cat, fetch_iter = E.event("dataloader.fetch", E.ITER_SUFFIX)
+    fetch_block = E.event("dataloader.fetch", E.BLOCK_SUFFIX)[1]
+    wait = summary.by_key.get((fetch_cat, fetch_iter))
+    block = summary.by_key.get((fetch_cat, fetch_block))
+    loop = (wait.total_s if wait else 0.0) + (block.total_s if block else 0.0)
+    return {
+        "wall_s": wall_s,
+        "traced_span_s": summary.span_s,
+        "compute_s": _cat_total(summary, E.NODES["compute"][0]),
+        "fetch_wait_s": wait.total_s if wait else 0.0,
+        "fetch_block_s": block.total_s if block else 0.0,
+        "data_item_s": _cat_total(summary, E.NODES["data.item"][0]),
+        "checkpoint_s": _cat_total(summary, E.NODES["checkpoint.capture"][0]),
+        "comm_s": _cat_total(summary, E.NODES["comm.barrier"][0]),
+        "device_s": _cat_total(summary, E.NODES["device.transfer"][0]),
+        "io_time_s": io.io_time_s,
+        "read_bandwidth": io.read_bandwidth,
+        "write_bandwidth": io.write_bandwidth,
+        "iops": io.iops,
+        "metadata_ops_per_s": io.metadata_ops_per_s,
+        "read_bytes": float(io.read_bytes),
+        "overlap_fraction": overlap.overlap_fraction if overlap else None,
+        "fetch_stall_share": (wait.total_s / loop) if wait and loop else None,
+        "events": float(summary.events),
+    }
+
+
+def shares(metrics: dict[str, float | None]) -> dict[str, float]:
+    """What share of the wall time each bottleneck holds (the bound of any proposal's impact)."""
+    wall = metrics.get("wall_s") or metrics.get("traced_span_s") or 0.0
+    if not wall:
+        return {}
+
+    def share(seconds: float | None) -> float:
+        return max(0.0, min(1.0, (seconds or 0.0) / wall))
+
+    return {
+        "data_stall": share(metrics["fetch_wait_s"]),
+        "data_read": share(metrics["data_item_s"]),
+        "io_time": share(metrics["io_time_s"]),
+        "transfer": share(metrics["device_s"]),
+        "comm_time": share(metrics["comm_s"]),
+        "compute_time": share(metrics["compute_s"]),
+    }

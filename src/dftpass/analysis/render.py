@@ -1,0 +1,182 @@
+"""The analysis of a run as a one-screen text summary and as Markdown (both from the dict
+that ``analysis.json`` holds, so ``report`` renders saved analyses the same way)."""
+
+from __future__ import annotations
+
+
+def human_bytes(n: float | None) -> str:
+    if n is None:
+        return "-"
+    for unit in ("B", "KB", "MB", "GB", "TB"):
+        if abs(n) < 1024 or unit == "TB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return f"{n:.1f} TB"  # pragma: no cover
+
+
+def pct(x: float | None) -> str:
+    return "-" if x is None else f"{100 * x:.1f}%"
+
+
+def _overlap_line(o: dict | None) -> str:
+    if not o:
+        return "overlap: not computed"
+    stall = o.get("fetch_stall_share")
+    stall_text = f"; the batch loop waited for data {pct(stall)} of its time" if stall is not None else ""
+    return (f"overlap of loading and compute: {o['verdict']} ({o['reason']}){stall_text}; "
+            f"{o['loading_workers']} worker processes with loading events")
+
+
+def text(a: dict, top: int = 12) -> str:
+    m = a["metrics"]
+    wall = m.get("wall_s")
+    reps = len(a["repeats"])
+    lines = [
+        f"run {a['label']}: {reps} repeat{'s' if reps > 1 else ''}, wall {wall:.2f} s" if wall else
+        f"traces {a['label']}",
+        f"  {a['events']} events from {a['processes']['count']} processes "
+        f"({', '.join(f'{n} {r}' for r, n in sorted(a['processes']['roles'].items()))}), "
+        f"traced span {a['span_s']:.2f} s",
+        "",
+        f"  {'category':<12}{'events':>9}{'total s':>11}",
+    ]
+    for c in a["categories"]:
+        lines.append(f"  {c['cat']:<12}{c['count']:>9}{c['total_s']:>11.3f}")
+    lines += ["", f"  {'event':<30}{'count':>8}{'total s':>10}{'mean ms':>10}{'p99 ms':>10}"]
+    for r in a["top"][:top]:
+        name = f"{r['cat']}/{r['name']}"
+        lines.append(f"  {name[:30]:<30}{r['count']:>8}{r['total_s']:>10.3f}{1e3 * r['mean_s']:>10.2f}"
+                     f"{1e3 * r['p99_s']:>10.2f}")
+    io = a["io"]
+    lines += ["", _overlap_line(a["overlap"]),
+              f"I/O (POSIX/STDIO): read {human_bytes(io['read_bytes'])} at {human_bytes(io['read_bandwidth'])}/s, "
+              f"wrote {human_bytes(io['write_bytes'])}, {io['iops']:.0f} IOPS, "
+              f"{io['metadata_ops']} metadata calls"]
+    findings = [f for f in a["findings"] if f["severity"] != "info"]
+    if findings:
+        lines += ["", "findings:"]
+        for f in findings:
+            where = f"{f['path']}:{f['line']}" if f["line"] else f["path"]
+            lines.append(f"  {f['severity']}: {f['rule']} {where}: {f['message']}")
+    if a["proposals"]:
+        lines += ["", "proposals (app / system impact %, weighted):"]
+        for p in a["proposals"][:5]:
+            lines.append(f"  [{p['level']} {p['component']}] {p['title']}: {p['app_impact_pct']:.1f} / "
+                         f"{p['system_impact_pct']:.1f} -> {p['weighted_score']:.1f}  ({p['id']})")
+    if a["problems"]:
+        lines += ["", "trace problems:"] + [f"  {p}" for p in a["problems"]]
+    return "\n".join(lines)
+
+
+def markdown(a: dict) -> str:
+    m = a["metrics"]
+    out = [f"## Run `{a['label']}`", ""]
+    if m.get("wall_s"):
+        out.append(f"- wall time: {m['wall_s']:.2f} s over {len(a['repeats'])} repeat(s)")
+    out += [f"- {a['events']} events, {a['processes']['count']} processes "
+            f"({', '.join(f'{n} {r}' for r, n in sorted(a['processes']['roles'].items()))}), "
+            f"traced span {a['span_s']:.2f} s",
+            f"- {_overlap_line(a['overlap'])}", "",
+            "| category | events | total s |", "|---|---:|---:|"]
+    out += [f"| {c['cat']} | {c['count']} | {c['total_s']:.3f} |" for c in a["categories"]]
+    out += ["", "| event | count | total s | mean ms | p50 ms | p99 ms | bytes |", "|---|---:|---:|---:|---:|---:|---:|"]
+    out += [f"| {r['cat']}/{r['name']} | {r['count']} | {r['total_s']:.3f} | {1e3 * r['mean_s']:.2f} | "
+            f"{1e3 * r['p50_s']:.2f} | {1e3 * r['p99_s']:.2f} | {human_bytes(r['bytes']) if r['bytes'] else ''} |"
+            for r in a["top"]]
+    if a["findings"]:
+        out += ["", "### Findings", ""]
+        for f in a["findings"]:
+            where = f"`{f['path']}:{f['line']}`" if f["line"] else f"`{f['path']}`"
+            out.append(f"- **{f['severity']}** {f['rule']} {where}: {f['message']}")
+    out += ["", "### Proposals", ""]
+    if a["proposals"]:
+        out += ["| # | level | component | strategy | change | app impact % | system impact % | score | status |",
+                "|---|---|---|---|---|---:|---:|---:|---|"]
+        for i, p in enumerate(a["proposals"], 1):
+            actual = f" (measured {p['actual_app_pct']:.1f})" if p.get("actual_app_pct") is not None else ""
+            out.append(f"| {i} | {p['level']} | {p['component']} | {p['title']} | {p['change']} | "
+                       f"{p['app_impact_pct']:.1f}{actual} | {p['system_impact_pct']:.1f} | {p['weighted_score']:.1f} | "
+                       f"{p['status']} |")
+        out += [""] + [f"- {p['id']}: {p['why']}. " + " ".join(f"[{c}]" for c in p["citations"])
+                       for p in a["proposals"]]
+    else:
+        out.append("No measured bottleneck calls for a change.")
+    out += ["", "### Checklist", "", "| component | dimension | verdict |", "|---|---|---|"]
+    out += [f"| {v['component']} | {v['title']} | {v['verdict']} |" for v in a["checklist"]]
+    if a["problems"]:
+        out += ["", "### Trace problems", ""] + [f"- {p}" for p in a["problems"]]
+    return "\n".join(out)
+
+
+_MARK = {"improved": "+", "regressed": "-", "neutral": "=", "info": " "}
+_COLOR = {"improved": "\033[32m", "regressed": "\033[31m", "neutral": "", "info": ""}
+
+
+def fmt_value(value: float | None, unit: str) -> str:
+    if value is None:
+        return "-"
+    if unit in ("B", "B/s"):
+        return human_bytes(value) + ("/s" if unit == "B/s" else "")
+    if unit == "s":
+        return f"{value:.3f} s"
+    if unit == "":
+        return f"{value:.3g}" if abs(value) < 1 else f"{value:,.0f}"
+    return f"{value:,.1f} {unit}"
+
+
+def _cell(c: dict, unit: str, color: bool) -> str:
+    text = fmt_value(c["value"], unit)
+    if c.get("change_pct") is None:
+        return text
+    mark = _MARK[c["cls"]] + ("~" if c.get("within_noise") else "")
+    text = f"{text} ({c['change_pct']:+.1f}% {mark})"
+    if color and _COLOR[c["cls"]]:
+        return f"{_COLOR[c['cls']]}{text}\033[0m"
+    return text
+
+
+def compare_text(cmp: dict, color: bool = False) -> str:
+    labels = cmp["labels"]
+    width = 34
+    head = f"{'metric':<22}" + "".join(f"{label[:width]:<{width}}" for label in labels)
+    lines = [head, "-" * len(head)]
+    for row in cmp["rows"]:
+        cells = []
+        for c in row["cells"]:
+            plain = _cell(c, row["unit"], False)
+            shown = _cell(c, row["unit"], color)
+            cells.append(shown + " " * max(0, width - len(plain)))
+        lines.append(f"{row['metric']:<22}" + "".join(cells))
+    lines += ["", f"+ improved, - regressed (beyond ±{cmp['threshold_pct']:.0f}% in the metric's direction), "
+                  "= neutral, ~ within the spread between repeats"]
+    lines += [""] + cmp["verdicts"]
+    for imp in cmp["proposal_impacts"]:
+        est = "-" if imp["estimated_app_pct"] is None else f"{imp['estimated_app_pct']:.1f}%"
+        act = "-" if imp["actual_app_pct"] is None else f"{imp['actual_app_pct']:.1f}%"
+        lines.append(f"proposal {imp['proposal']} in {imp['run']}: estimated {est} of wall time, measured {act}")
+    return "\n".join(lines)
+
+
+_BADGE = {"improved": "🟢", "regressed": "🔴", "neutral": "⚪", "info": ""}
+
+
+def compare_markdown(cmp: dict) -> str:
+    labels = cmp["labels"]
+    out = ["| metric | " + " | ".join(labels) + " |", "|---|" + "---:|" * len(labels)]
+    for row in cmp["rows"]:
+        cells = []
+        for c in row["cells"]:
+            text = fmt_value(c["value"], row["unit"])
+            if c.get("change_pct") is not None:
+                noise = " (noise)" if c.get("within_noise") else ""
+                text += f" {c['change_pct']:+.1f}% {_BADGE[c['cls']]}{noise}"
+            cells.append(text)
+        out.append(f"| {row['metric']} | " + " | ".join(cells) + " |")
+    out += ["", f"🟢 improved, 🔴 regressed beyond ±{cmp['threshold_pct']:.0f}% (lower time, higher bandwidth is "
+                "better), ⚪ within ±5%.", ""]
+    out += [f"- {v}" for v in cmp["verdicts"]]
+    for imp in cmp["proposal_impacts"]:
+        est = "-" if imp["estimated_app_pct"] is None else f"{imp['estimated_app_pct']:.1f}%"
+        act = "-" if imp["actual_app_pct"] is None else f"{imp['actual_app_pct']:.1f}%"
+        out.append(f"- proposal `{imp['proposal']}` in `{imp['run']}`: estimated {est} of wall time, measured {act}")
+    return "\n".join(out)

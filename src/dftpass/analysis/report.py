@@ -1,0 +1,77 @@
+"""``dftpass report WORKSPACE``: report.md and a self-contained report.html for every run.
+
+Sections: the runs (what ran, where, how often), the comparison against the baseline (the
+run labelled ``baseline``, else the first made), then per run its summary, categories, the
+overlap with a timeline picture, findings and diagnosis, proposals and checklist; the
+patches of the workspace last. The Markdown references ``<label>/timeline.png``; the HTML
+page embeds the pictures, so it can be mailed as one file.
+"""
+
+from __future__ import annotations
+
+import base64
+import datetime as dt
+from pathlib import Path
+
+from dftpass.analysis import lessons, render
+from dftpass.analysis.compare import compare
+from dftpass.analysis.mdhtml import to_html
+from dftpass.analysis.run import load_or_analyze
+from dftpass.analysis.timeline import plot_png
+from dftpass.core.writer import atomic_write
+from dftpass.runs.layout import LayoutError, RunDir, runs_in
+
+
+def _baseline_first(runs: list[RunDir]) -> list[RunDir]:
+    base = [r for r in runs if r.label == "baseline"]
+    return base + [r for r in runs if r.label != "baseline"]
+
+
+def build(workspace: Path, config, manager, **options) -> tuple[Path, Path, int]:
+    """Write ``report.md`` and ``report.html``; returns their paths and the new lessons count."""
+    workspace = Path(workspace).resolve()
+    runs = _baseline_first(runs_in(workspace)) if workspace.is_dir() else []
+    if not runs:
+        raise LayoutError(f"{workspace}: no runs (folders with run.json); make one with dftpass trace")
+    analyses = [load_or_analyze(r.path, config, manager, **options) for r in runs]
+    new_lessons = sum(lessons.record(workspace, a) for a in analyses)
+
+    pictures: dict[str, bytes] = {}
+    for run, analysis in zip(runs, analyses):
+        png = plot_png(run.trace_dirs(run.record()["repeats"][0]["repeat"]),
+                       f"{run.label}: compute and data loading per process")
+        if png:
+            atomic_write(run.path / "timeline.png", png, workspace)
+            pictures[run.label] = png
+
+    def document(embed: bool) -> str:
+        out = [f"# dftpass report: {workspace.name}", "",
+               f"Generated {dt.datetime.now().isoformat(timespec='seconds')} from {len(runs)} run(s) in "
+               f"`{workspace}`.", "", "| run | repeats | wall s (median) | command | revision |", "|---|---:|---:|---|---|"]
+        for run, a in zip(runs, analyses):
+            rec = run.record()
+            cmd = " ".join(rec["repeats"][0].get("command", []))[:80] if rec.get("repeats") else ""
+            rev = rec.get("revision") or {}
+            revision = (rev.get("commit", "")[:10] + (" (dirty)" if rev.get("dirty") else "")) if rev else "-"
+            wall = a["metrics"].get("wall_s")
+            out.append(f"| {run.label} | {len(a['repeats'])} | {wall:.2f} | `{cmd}` | {revision} |" if wall else
+                       f"| {run.label} | {len(a['repeats'])} | - | `{cmd}` | {revision} |")
+        if len(analyses) > 1:
+            out += ["", "## Comparison", "", render.compare_markdown(compare(analyses).to_dict())]
+        for run, a in zip(runs, analyses):
+            out += ["", render.markdown(a)]
+            if run.label in pictures:
+                src = ("data:image/png;base64," + base64.b64encode(pictures[run.label]).decode()) if embed \
+                    else f"{run.label}/timeline.png"
+                out += ["", f"![timeline of {run.label}]({src})"]
+        patches = sorted((workspace / "patches").glob("*.patch")) if (workspace / "patches").is_dir() else []
+        if patches:
+            out += ["", "## Patches", ""] + [f"- `patches/{p.name}`" for p in patches]
+        if (workspace / "lessons.md").is_file():
+            out += ["", "Lessons of this workspace: `lessons.md`."]
+        return "\n".join(out) + "\n"
+
+    md, page = workspace / "report.md", workspace / "report.html"
+    atomic_write(md, document(embed=False).encode("utf-8"), workspace)
+    atomic_write(page, to_html(document(embed=True), f"dftpass report: {workspace.name}").encode("utf-8"), workspace)
+    return md, page, new_lessons

@@ -1,0 +1,120 @@
+"""``dftpass analyze``, ``compare`` and ``report``.
+
+The analysis modules (numpy, msgspec, matplotlib) are imported inside the commands, so the
+annotation commands start without them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+ENGINES = ("local", "dask")  # dftpass.analysis.engine.ENGINES
+
+
+def cmd_analyze(args: argparse.Namespace) -> int:
+    from dftpass.analysis import lessons, render
+    from dftpass.analysis.engine import EngineError
+    from dftpass.analysis.run import analyze_path, save
+    from dftpass.cli import UsageError, load
+    from dftpass.runs.layout import LayoutError
+
+    config, manager = load(args)
+    try:
+        result = analyze_path(args.run, config, manager, **_engine_options(args, config))
+    except (LayoutError, EngineError) as exc:
+        raise UsageError(str(exc)) from exc
+    data = json.loads(json.dumps(result.to_dict(), default=str))
+    saved = save(result)
+    if saved:
+        lessons.record(result.run.workspace, data)
+    if args.json:
+        print(json.dumps(data, indent=2, default=str))
+    elif args.markdown:
+        print(render.markdown(data))
+    else:
+        print(render.text(data))
+        if saved:
+            print(f"\n(analysis saved to {saved})", file=sys.stderr)
+    return 1 if any(f["severity"] == "error" for f in data["findings"]) else 0
+
+
+def _engine_options(args, config) -> dict:
+    return {"project": getattr(args, "project", None), "engine": args.engine,
+            "jobs": args.jobs or config.get("run.jobs"), "scheduler": args.scheduler, "width_s": args.bucket_width}
+
+
+def cmd_compare(args: argparse.Namespace) -> int:
+    from dftpass.analysis import render
+    from dftpass.analysis.compare import compare
+    from dftpass.analysis.engine import EngineError
+    from dftpass.analysis.run import load_or_analyze
+    from dftpass.cli import UsageError, load
+    from dftpass.runs.layout import LayoutError
+
+    if len(args.runs) < 2:
+        raise UsageError("compare needs at least two runs (the first is the baseline)")
+    config, manager = load(args)
+    try:
+        analyses = [load_or_analyze(r, config, manager, **_engine_options(args, config)) for r in args.runs]
+    except (LayoutError, EngineError) as exc:
+        raise UsageError(str(exc)) from exc
+    result = compare(analyses).to_dict()
+    if args.json:
+        print(json.dumps(result, indent=2, default=str))
+    elif args.markdown:
+        print(render.compare_markdown(result))
+    else:
+        print(render.compare_text(result, color=sys.stdout.isatty()))
+    return 0
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    from dftpass.analysis.engine import EngineError
+    from dftpass.analysis.report import build
+    from dftpass.cli import UsageError, load
+    from dftpass.runs.layout import LayoutError
+
+    config, manager = load(args)
+    try:
+        md, page, new = build(args.workspace, config, manager, **_engine_options(args, config))
+    except (LayoutError, EngineError) as exc:
+        raise UsageError(str(exc)) from exc
+    print(f"wrote {md} and {page}" + (f"; {new} new lessons in lessons.md" if new else ""), file=sys.stderr)
+    return 0
+
+
+def _add_engine_options(p) -> None:
+    p.add_argument("--engine", choices=ENGINES, default="local", help="where traces are read (default: local)")
+    p.add_argument("--scheduler", help="address of a running Dask scheduler (with --engine dask)")
+    p.add_argument("--bucket-width", type=float, help="overlap bucket width in seconds (default: the shorter "
+                   "class's median event)")
+
+
+def add_parsers(sub, config_options) -> None:
+    p = sub.add_parser("analyze", help="summary, categories, overlap, diagnosis and proposals of a traced run")
+    p.add_argument("run", type=Path, help="a run folder of `dftpass trace` (or any folder/file of traces)")
+    p.add_argument("--project", type=Path, help="the source the run came from (default: the command's folder)")
+    _add_engine_options(p)
+    fmt = p.add_mutually_exclusive_group()
+    fmt.add_argument("--json", action="store_true")
+    fmt.add_argument("--markdown", action="store_true")
+    config_options(p)
+    p.set_defaults(func=cmd_analyze)
+
+    p = sub.add_parser("compare", help="runs side by side: per-metric change, green/red/neutral, verdict")
+    p.add_argument("runs", type=Path, nargs="+", help="run folders; the first is the baseline")
+    _add_engine_options(p)
+    fmt = p.add_mutually_exclusive_group()
+    fmt.add_argument("--json", action="store_true")
+    fmt.add_argument("--markdown", action="store_true")
+    config_options(p)
+    p.set_defaults(func=cmd_compare, project=None)
+
+    p = sub.add_parser("report", help="report.md and a self-contained report.html for a workspace")
+    p.add_argument("workspace", type=Path, nargs="?", default=Path("workspace"))
+    _add_engine_options(p)
+    config_options(p)
+    p.set_defaults(func=cmd_report, project=None)

@@ -1,0 +1,67 @@
+"""``dftpass trace``: run a command with tracing into the canonical workspace layout."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+
+
+def cmd_trace(args: argparse.Namespace) -> int:
+    from dftpass.cli import UsageError, load
+    from dftpass.runs.layout import LayoutError
+    from dftpass.runs.tracer import trace
+
+    command = list(args.cmd)
+    if command and command[0] == "--":
+        command = command[1:]
+    if not command:
+        raise UsageError("dftpass trace needs a command after --, e.g. dftpass trace --label base -- python train.py")
+    config, _ = load(args)
+    data_dir = args.data_dir or config.get("trace.data-dir")
+    failed = 0
+
+    def show(rep: dict) -> None:
+        nonlocal failed
+        files = rep["trace_files"]
+        roles = {}
+        for f in files:
+            role = f["name"].rsplit("-", 1)[-1].split(".")[0]
+            roles[role] = roles.get(role, 0) + 1
+        kinds = ", ".join(f"{n} {r}" for r, n in sorted(roles.items())) or "none"
+        empty = len(rep["empty_trace_files"])
+        status = "ok" if rep["exit_code"] == 0 else f"exit code {rep['exit_code']}"
+        failed += rep["exit_code"] != 0
+        print(f"{args.label} repeat {rep['repeat']}: {status}, {rep['wall_s']:.2f} s, "
+              f"{len(files)} trace files ({kinds})" + (f", {empty} EMPTY (no finalize?)" if empty else ""),
+              file=sys.stderr)
+        if rep.get("launch_error"):
+            print(f"  {rep['launch_error']}", file=sys.stderr)
+        for problem in rep.get("problems", []):
+            print(f"  {problem}", file=sys.stderr)
+
+    try:
+        run = trace(args.workspace, args.label, command, cwd=args.cwd, data_dir=data_dir, repeats=args.repeat,
+                    append=args.append, chunk_mb=config.get("trace.chunk-mb"), compact=not args.no_compact,
+                    applies=args.applies, on_repeat=show)
+    except LayoutError as exc:
+        raise UsageError(str(exc)) from exc
+    print(f"run recorded in {run.run_file}", file=sys.stderr)
+    return 1 if failed else 0
+
+
+def add_parser(sub, config_options) -> None:
+    p = sub.add_parser("trace", help="run a command with dftracer on, into <workspace>/<label>/traces")
+    p.add_argument("--label", required=True, help="the run's name: baseline, annotated, opt1, ...")
+    p.add_argument("--workspace", type=Path, default=Path("workspace"), help="default: ./workspace")
+    p.add_argument("--cwd", type=Path, help="working directory of the command (default: the current one)")
+    p.add_argument("--data-dir", help="DFTRACER_DATA_DIR: ':'-separated prefixes whose file I/O is traced, or 'all'")
+    p.add_argument("--repeat", type=int, default=1, help="run N times (separate repeats of one label)")
+    p.add_argument("--append", action="store_true", help="add repeats to an existing label instead of replacing it")
+    p.add_argument("--no-compact", action="store_true", help="keep only the raw traces")
+    p.add_argument("--applies", action="append", default=[], metavar="PROPOSAL",
+                   help="the proposal id(s) this run applies (compare then measures their real impact)")
+    config_options(p)
+    p.add_argument("cmd", nargs=argparse.REMAINDER, help="-- COMMAND ...")
+    p.set_defaults(func=cmd_trace, project=None)

@@ -1,0 +1,75 @@
+"""The ``traces`` analysis: every repeat of the run being analysed, read and summarized once.
+
+Available in ``dftpass analyze`` (the context carries the run); the runtime rules ML-R15,
+ML-R16 and ML-R24 and the proposals all read this one cached result.
+"""
+
+from __future__ import annotations
+
+import statistics
+from typing import Any
+
+import attrs
+
+from dftpass.core.passes import Pass, PassKind
+
+
+@attrs.define
+class RepeatAnalysis:
+    repeat: int
+    record: dict
+    analysis: Any  # dftpass.traces.Analysis
+    metrics: dict[str, float | None]
+
+
+@attrs.define
+class RunAnalysis:
+    run: Any  # RunDir
+    repeats: list[RepeatAnalysis]
+
+    @property
+    def primary(self) -> RepeatAnalysis:
+        return self.repeats[0]
+
+    def median(self, metric: str) -> float | None:
+        values = [r.metrics[metric] for r in self.repeats if r.metrics.get(metric) is not None]
+        return statistics.median(values) if values else None
+
+    def spread(self, metric: str) -> tuple[float, float] | None:
+        values = [r.metrics[metric] for r in self.repeats if r.metrics.get(metric) is not None]
+        return (min(values), max(values)) if values else None
+
+    def medians(self) -> dict[str, float | None]:
+        return {name: self.median(name) for name in self.primary.metrics}
+
+
+def analyze_run(run, engine: str = "local", jobs: int = 1, scheduler: str | None = None,
+                width_s: float | None = None) -> RunAnalysis:
+    # imported here: numpy and msgspec are not needed by the annotation commands
+    from dftpass.analysis.engine import analyze_traces
+    from dftpass.analysis.metrics import run_metrics
+
+    record = run.record()
+    out = []
+    for rep in record["repeats"]:
+        k = rep["repeat"]
+        analysis = analyze_traces(run.trace_dirs(k), engine, jobs, scheduler, width_s)
+        out.append(RepeatAnalysis(k, rep, analysis, run_metrics(analysis.summary, analysis.overlap, rep.get("wall_s"))))
+    if not out:
+        raise ValueError(f"{run.path}: run.json lists no repeats")
+    return RunAnalysis(run, out)
+
+
+class TracesAnalysis(Pass):
+    """The traced run's summary, overlap and metrics, per repeat."""
+
+    id = "traces"
+    title = "Trace summary"
+    kind = PassKind.ANALYSIS
+
+    def run(self, ctx) -> RunAnalysis:
+        if ctx.run is None:
+            raise RuntimeError("the traces analysis needs a run (dftpass analyze RUN)")
+        opts = ctx.trace_options
+        return analyze_run(ctx.run, opts.get("engine", "local"), opts.get("jobs", 1), opts.get("scheduler"),
+                           opts.get("width_s"))

@@ -1,0 +1,1 @@
+"""Runtime rules: checks on a traced run (ML-R15, ML-R16, ML-R24)."""

@@ -1,0 +1,98 @@
+"""ML-R15: the trace holds the categories the annotated code should produce."""
+
+from __future__ import annotations
+
+from dftpass.core import emitter as E
+from dftpass.core.findings import Finding, Severity
+from dftpass.core.passes import Pass, PassKind
+
+#: category -> the rules that produce its events (what to look at when it is missing)
+PRODUCERS = {
+    "ai_root": "ML-R1", "pipeline": "ML-R2/ML-R3", "compute": "ML-R7/ML-R4", "data": "ML-R9",
+    "dataloader": "ML-R6", "checkpoint": "ML-R18", "comm": "ML-R5", "device": "ML-R17", "other": "ML-R27",
+}
+ALWAYS = ("ai_root", "pipeline", "compute", "data", "dataloader")
+#: io regions whose events must carry image_size, and the rule that emits them
+IO_RULES = {"data": "ML-R25", "checkpoint": "ML-R26", "other": "ML-R27"}
+
+
+def categories_in_code(project) -> set[str]:
+    """Categories of the ``ai`` nodes the project's (annotated) source uses."""
+    found: set[str] = set()
+    for fs in project.summaries():
+        aliases = E.aliases(fs)
+        if not aliases:
+            continue
+        texts = set(fs.mentions)
+        for fn in fs.functions:
+            texts.update(fn.decorators)
+            texts.update(fn.withs)
+            texts.update(layer.callee for loop in fn.loops for layer in loop.layers)
+        for text in texts:
+            node = E.recognize(fs, text)
+            if node is None or node.startswith(("dftracer", "dft_fn")) or node == "update":
+                continue
+            if node == "":
+                found.add(E.NODES[""][0])
+                continue
+            for path in sorted((p for p in E.NODES if p), key=len, reverse=True):
+                if node == path or node.startswith(path + "."):
+                    found.add(E.NODES[path][0])
+                    break
+    return found
+
+
+class TraceCategories(Pass):
+    """Check that a traced run has the event categories its annotations should produce.
+
+    What it does:
+        After ``dftpass trace``, reads the run's traces and checks for ``ai_root``,
+        ``pipeline``, ``compute``, ``data`` and ``dataloader`` events, plus ``checkpoint``,
+        ``comm``, ``device`` and ``other`` where the annotated source uses those nodes.
+        ``data.io.*``, ``checkpoint.io.*`` and ``other.io.*`` events must carry
+        ``image_size`` (bytes moved). Each gap names the rule that should have produced it.
+
+    Why:
+        A category missing from the trace is a blind spot: no data events means the time
+        to produce samples cannot be seen, no ``dataloader`` events means the data stall
+        cannot. It is also how a broken annotation (a region never entered, a worker that
+        wrote no trace) shows itself.
+
+    Example:
+        ``no 'data' events in the trace: the function that produces samples is not
+        annotated, or the workers wrote no trace (ML-R9)``
+
+    Fix safety:
+        Report only. No ``checkpoint`` events is fine when checkpointing was off in that run
+        (reported as a note).
+
+    Options:
+        None.
+    """
+
+    id = "ML-R15"
+    title = "Trace categories"
+    kind = PassKind.RUNTIME
+    requires = ("traces",)
+    tags = ("trace",)
+
+    def run(self, ctx) -> None:
+        run = ctx.analysis("traces")
+        summary = run.primary.analysis.summary
+        present = {cat for cat, _ in summary.by_key}
+        in_code = categories_in_code(ctx.project) if ctx.project.files else set()
+        expected = list(ALWAYS) + sorted(in_code - set(ALWAYS))
+        where = run.run.label
+        for cat in expected:
+            if cat in present:
+                continue
+            severity = Severity.INFO if cat == "checkpoint" else Severity.WARNING
+            hint = " (fine if checkpointing was off in this run)" if cat == "checkpoint" else ""
+            ctx.report(Finding(self.id, f"no '{cat}' events in the trace{hint}: look at {PRODUCERS.get(cat, '?')}"
+                               " (not applied, or its region never ran in a traced process)", where,
+                               severity=severity))
+        for (cat, name), stats in sorted(summary.by_key.items()):
+            if ".io." in name and cat in IO_RULES and stats.count and not stats.bytes:
+                ctx.report(Finding(self.id, f"{stats.count} '{name}' events carry no image_size: pass the bytes "
+                                   f"moved with .update(image_size=...) after the operation ({IO_RULES[cat]})",
+                                   where, severity=Severity.WARNING))

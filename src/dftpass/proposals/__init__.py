@@ -1,0 +1,1 @@
+"""The optimization catalogue (catalogue.yaml), read by dftpass.analysis.proposals."""

@@ -1,0 +1,1 @@
+"""Traced runs: the canonical workspace layout, running a command with tracing, compaction."""

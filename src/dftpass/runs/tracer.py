@@ -1,0 +1,150 @@
+"""Run a command with dftracer switched on, in the canonical layout, and record what ran.
+
+``dftpass trace --label NAME -- CMD ...`` sets the tracing environment (from
+:mod:`dftpass.core.emitter`), points ``DFTRACER_LOG_FILE`` into the run's own
+``traces/raw/rep-<k>/``, runs the command (``--repeat N`` times), compacts the traces, and
+writes ``run.json``. A command that fails is recorded all the same, with its exit code and
+whatever traces it left: a crashed run is evidence too.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+import platform
+import shutil
+import signal
+import subprocess
+import time
+from pathlib import Path
+from typing import Sequence
+
+from dftpass.core import emitter
+from dftpass.core.writer import atomic_write
+from dftpass.runs.compact import compact_dir
+from dftpass.runs.layout import RunDir, run_dir
+
+#: environment worth recording: what changes how a training job runs
+_ENV_PREFIXES = ("DFTRACER_", "OMP_", "MKL_", "CUDA_", "HIP_", "ROCR_", "NCCL_", "TORCH_", "PYTORCH_",
+                 "SLURM_", "FLUX_", "MASTER_", "WORLD_SIZE", "RANK", "LOCAL_RANK", "LD_PRELOAD", "PYTHONPATH")
+
+
+def _now() -> str:
+    return dt.datetime.now(dt.timezone.utc).isoformat(timespec="milliseconds")
+
+
+def _revision(cwd: Path) -> dict | None:
+    """The project's git revision and whether the tree had uncommitted changes."""
+    try:
+        commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=cwd, capture_output=True, text=True, timeout=10)
+        if commit.returncode != 0:
+            return None
+        dirty = subprocess.run(["git", "status", "--porcelain"], cwd=cwd, capture_output=True, text=True, timeout=30)
+        return {"commit": commit.stdout.strip(), "dirty": bool(dirty.stdout.strip())}
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+
+
+def _relevant_env(env: dict[str, str]) -> dict[str, str]:
+    return {k: v for k, v in sorted(env.items()) if k.startswith(_ENV_PREFIXES)}
+
+
+def _dftracer_version() -> str | None:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version(emitter.PIP_PACKAGE)
+    except PackageNotFoundError:
+        return None
+
+
+def _run_once(run: RunDir, k: int, command: Sequence[str], cwd: Path, env: dict[str, str],
+              chunk_mb: int, compact: bool) -> dict:
+    raw = run.raw(k)
+    shutil.rmtree(raw, ignore_errors=True)
+    shutil.rmtree(run.compact(k), ignore_errors=True)
+    raw.mkdir(parents=True)  # dftracer does not create the folder of DFTRACER_LOG_FILE
+    child_env = {**env, **emitter.traced_env(str(run.log_prefix(k)), env.get(emitter.ENV_DATA_DIR))}
+    start, t0 = _now(), time.monotonic()
+    interrupted = False
+    launch_error = None
+    try:
+        proc = subprocess.Popen(list(command), cwd=cwd, env=child_env)
+        try:
+            code = proc.wait()
+        except KeyboardInterrupt:
+            interrupted = True
+            proc.send_signal(signal.SIGINT)
+            code = proc.wait()
+    except OSError as exc:
+        code = 127
+        launch_error = f"cannot run {command[0]!r} in {cwd}: {exc.strerror or exc}"
+    wall = time.monotonic() - t0
+    files = sorted(p for p in raw.iterdir() if p.name.endswith((".pfw", ".pfw.gz")))
+    record = {
+        "repeat": k,
+        "command": list(command),
+        "cwd": str(cwd),
+        "environment": _relevant_env(child_env),
+        "start": start,
+        "end": _now(),
+        "wall_s": round(wall, 6),
+        "exit_code": code,
+        "interrupted": interrupted,
+        "launch_error": launch_error,
+        "trace_files": [{"name": p.name, "bytes": p.stat().st_size} for p in files],
+        "empty_trace_files": [p.name for p in files if p.stat().st_size == 0],
+    }
+    if compact and files:
+        chunks, problems = compact_dir(raw, run.compact(k), chunk_mb)
+        record["compact_files"] = [{"name": p.name, "bytes": p.stat().st_size} for p in chunks]
+        record["problems"] = [str(p) for p in problems]
+    if interrupted:
+        raise KeyboardInterrupt
+    return record
+
+
+def trace(workspace: Path, label: str, command: Sequence[str], *, cwd: Path | None = None,
+          data_dir: str | None = None, repeats: int = 1, append: bool = False, chunk_mb: int = 64,
+          compact: bool = True, env: dict[str, str] | None = None, applies: Sequence[str] = (),
+          on_repeat=None) -> RunDir:
+    """Run ``command`` ``repeats`` times with tracing into ``<workspace>/<label>``; write run.json."""
+    run = run_dir(Path(workspace).resolve(), label)
+    cwd = Path(cwd or os.getcwd()).resolve()
+    command = list(command)
+    if os.sep in command[0] and not os.path.isabs(command[0]) and os.path.exists(command[0]):
+        command[0] = os.path.abspath(command[0])  # relative to where dftpass runs, not to --cwd
+    base_env = dict(os.environ if env is None else env)
+    for key in list(base_env):
+        if key.startswith("DFTRACER_") and key not in (emitter.ENV_DATA_DIR, emitter.ENV_INIT,
+                                                        emitter.ENV_TIME_METRIC, emitter.ENV_AGGREGATION,
+                                                        emitter.ENV_AGGREGATION_TYPE):
+            del base_env[key]  # a stale DFTRACER_LOG_FILE must not send traces elsewhere
+    if data_dir:
+        base_env[emitter.ENV_DATA_DIR] = data_dir
+    previous = run.record() if append and run.exists() else None
+    if previous is None and run.path.exists():
+        shutil.rmtree(run.path / "traces", ignore_errors=True)
+    record = previous or {
+        "label": run.label,
+        "created": _now(),
+        "host": platform.node(),
+        "python": platform.python_version(),
+        "dftracer": _dftracer_version(),
+        "revision": _revision(cwd),
+        "repeats": [],
+    }
+    if applies:
+        record["applies"] = sorted(set(record.get("applies", [])) | set(applies))
+    first = len(record["repeats"]) + 1
+    try:
+        for k in range(first, first + repeats):
+            rep = _run_once(run, k, command, cwd, base_env, chunk_mb, compact)
+            record["repeats"].append(rep)
+            if on_repeat is not None:
+                on_repeat(rep)
+    finally:
+        run.path.mkdir(parents=True, exist_ok=True)
+        atomic_write(run.run_file, json.dumps(record, indent=2).encode("utf-8"), run.workspace)
+    return run
