@@ -9,7 +9,8 @@ The strategies are data (``proposals/catalogue.yaml``). For one analysed run:
   remove at most): an estimate, never more than the measured share;
 * ``system_impact_pct`` follows from the effect: *throughput* (iterations/s) gains
   ``1/(1-a) - 1`` when a share ``a`` of the wall time goes away; *bandwidth* gains the same
-  on the I/O time; *utilization* is the share of time turned into useful work; 0 otherwise;
+  on the traced I/O time (0 when no I/O was traced: not measured); *utilization* is the share
+  of time turned into useful work; 0 otherwise;
 * ``weighted_score = 0.5 app + 0.5 system``; rows sort by it; the order of work
   (I/O, communication, memory, compute) is each row's ``order``;
 * every checklist dimension gets a verdict: applied and measured / applicable, not measured /
@@ -75,8 +76,10 @@ def _system_impact(effect: str, app: float, shares: dict[str, float]) -> float:
     if effect == "throughput":
         return 100.0 * (1.0 / (1.0 - min(app, 0.95)) - 1.0)
     if effect == "bandwidth":
-        io = shares.get("io_time", 0.0) or app
-        part = min(app / io, 0.95) if io else 0.0
+        io = shares.get("io_time", 0.0)
+        if not io:
+            return 0.0  # no traced I/O (DFTRACER_DATA_DIR unset): the bandwidth effect is not measured
+        part = min(app / io, 0.95)
         return 100.0 * (1.0 / (1.0 - part) - 1.0)
     if effect == "utilization":
         return 100.0 * app
