@@ -71,6 +71,14 @@ def torch_basic(tmp_path) -> Path:
     return dst
 
 
+def line_of(path: Path, text: str) -> int:
+    """The 1-based number of the first line of ``path`` that contains ``text``."""
+    for number, line in enumerate(path.read_text().splitlines(), 1):
+        if text in line:
+            return number
+    raise AssertionError(f"{text!r} not in {path}")
+
+
 def tree_bytes(root: Path) -> dict[str, bytes]:
     """Every file under ``root`` (dftpass's own state folder excluded) -> its bytes."""
     return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*"))

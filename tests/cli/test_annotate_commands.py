@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from conftest import tree_bytes
+from tests.conftest import line_of, tree_bytes
 
 BROKEN = "def f(:\n    pass\n"
 TRAIN = (
@@ -20,7 +20,8 @@ def test_plan_lists_changes_with_rule_file_line_and_the_diff_and_writes_nothing(
     r = cli("plan", torch_basic)
     assert r.code == 0
     assert "engine.py:13: ML-R4 optimizer step optimizer.step()" in r.out
-    assert "train.py:73: ML-R1 program entry" in r.out
+    guard = line_of(torch_basic / "train.py", '__name__ == "__main__"')
+    assert f"train.py:{guard}: ML-R1 program entry" in r.out
     assert "+++ b/engine.py" in r.out and "+        ai.compute.step.start()" in r.out
     assert tree_bytes(torch_basic) == before
     assert not torch_basic.with_name("torch_basic-dftpass").exists()

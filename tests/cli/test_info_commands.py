@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 
+from tests.conftest import line_of
+
 
 def test_rules_lists_every_rule_with_its_state(cli, tmp_path):
     r = cli("rules")
@@ -44,7 +46,8 @@ def test_detect_reports_frameworks_entries_and_install_flags(cli, torch_basic, p
     r = cli("detect", torch_basic, "--json")
     det = json.loads(r.out)
     assert det["frameworks"] == ["pytorch"] and det["has_dataloader"] is True
-    assert det["entries"] == ["train.py:73 (main-guard, runs main)"]
+    guard = line_of(torch_basic / "train.py", '__name__ == "__main__"')
+    assert det["entries"] == [f"train.py:{guard} (main-guard, runs main)"]
     assert det["install_flags"] == {}
     hpc = project({"a.py": "import mpi4py\nimport h5py\nimport torch\nprint(torch.version.hip)\n"}, name="hpc")
     det = json.loads(cli("detect", hpc, "--json").out)

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import APPS, FIXTURES, tree_bytes
+from tests.conftest import APPS, FIXTURES, tree_bytes
 
 pytest.importorskip("torch", reason="torch is not installed (./dev setup installs the CPU build)")
 pytest.importorskip("dftracer.python", reason="dftracer is not installed (./dev setup installs it)")

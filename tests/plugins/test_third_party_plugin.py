@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import FIXTURES
+from tests.conftest import FIXTURES
 
 PLUGIN = FIXTURES / "plugins" / "dftpass_example_plugin"
 

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import ROOT
+from tests.conftest import ROOT
 from dftpass.commands.info import catalogue_markdown
 from dftpass.core.config import Config, load_config
 from dftpass.core.manager import PassManager

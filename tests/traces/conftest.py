@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from trace_data import TRACES
+from tests.traces.trace_data import TRACES
 
 
 @pytest.fixture(scope="session")

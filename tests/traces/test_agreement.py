@@ -15,7 +15,7 @@ import pytest
 
 from dftpass.traces import TimeMetric, summarize
 
-from trace_data import REAL
+from tests.traces.trace_data import REAL
 
 
 def tool(name: str) -> str:

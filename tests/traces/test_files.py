@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dftpass.traces.files import role_of, trace_files
 
-from trace_data import REAL
+from tests.traces.trace_data import REAL
 
 
 def test_roles_from_file_names():

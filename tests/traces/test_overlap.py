@@ -14,7 +14,7 @@ from dftpass.traces.sketch import RELATIVE_ERROR
 from dftpass.traces.timeunit import DEFAULT_METRIC as US
 from dftpass.traces.summary import Cell, ProcessSummary, Summary
 
-from trace_data import APP_FILE, REAL
+from tests.traces.trace_data import APP_FILE, REAL
 
 MS = 1e-3
 

@@ -12,7 +12,7 @@ from dftpass.traces import TraceReader, problems as P
 from dftpass.traces.schema import LEAN, normalize
 from dftpass.traces.source import OUT_SIZE
 
-from trace_data import APP_FILE, BAD, json_events
+from tests.traces.trace_data import APP_FILE, BAD, json_events
 
 ORIGINAL = json_events(APP_FILE)
 TIMED = [(e["name"], e["cat"], e["pid"], e["ts"], e["dur"]) for e in ORIGINAL if e["ph"] == 1]

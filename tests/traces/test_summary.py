@@ -10,7 +10,7 @@ from dftpass.traces import problems as P
 from dftpass.traces import summarize, summarize_file
 from dftpass.traces.summary import Summary
 
-from trace_data import AGGREGATED, APP_FILE, BAD, REAL, json_events, recount
+from tests.traces.trace_data import AGGREGATED, APP_FILE, BAD, REAL, json_events, recount
 
 REAL_FILES = sorted(REAL.glob("*.pfw.gz"))
 ALL_EVENTS = [(path, e) for path in REAL_FILES for e in json_events(path)]

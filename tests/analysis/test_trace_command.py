@@ -1,0 +1,116 @@
+"""`dftpass trace`: the canonical layout, run.json, repeats, failures, compaction."""
+
+from __future__ import annotations
+
+import gzip
+import json
+
+import pytest
+
+from tests.analysis.helpers import PY, write_trace_like
+from dftpass.runs.compact import compact_dir
+from dftpass.traces import summarize
+from dftpass.traces.files import role_of
+
+
+@pytest.fixture(scope="module")
+def traced(tiny_program, tmp_path_factory):
+    """One run of the tiny program, two repeats, made by the real CLI in a subprocess-free way."""
+    from dftpass.cli import main
+
+    ws = tmp_path_factory.mktemp("ws")
+    code = main(["trace", "--label", "base", "--workspace", str(ws), "--cwd", str(tiny_program), "--repeat", "2",
+                 "--", PY, "tiny.py"])
+    assert code == 0
+    return ws / "base"
+
+
+def test_layout_and_run_record(traced):
+    record = json.loads((traced / "run.json").read_text())
+    assert record["label"] == "base" and record["dftracer"] and len(record["repeats"]) == 2
+    rep = record["repeats"][0]
+    assert rep["exit_code"] == 0 and rep["wall_s"] > 0 and rep["command"][-1] == "tiny.py"
+    assert rep["environment"]["DFTRACER_ENABLE"] == "1" and rep["environment"]["DFTRACER_INC_METADATA"] == "1"
+    assert rep["environment"]["DFTRACER_LOG_FILE"] == str(traced / "traces" / "raw" / "rep-1" / "trace")
+    raw = sorted(p.name for p in (traced / "traces" / "raw" / "rep-1").glob("*.pfw.gz"))
+    assert [f["name"] for f in rep["trace_files"]] == raw
+    assert sum(role_of(n) == "app" for n in raw) == 1 and sum(role_of(n) == "fork" for n in raw) >= 2
+    assert rep["empty_trace_files"] == []
+    compact = sorted(p.name for p in (traced / "traces" / "compact" / "rep-1").iterdir())
+    assert compact == [f["name"] for f in rep["compact_files"]] == raw  # one chunk per small file
+    assert (traced / "traces" / "raw" / "rep-2").is_dir()
+
+
+def test_compacted_traces_hold_the_same_events(traced):
+    raw = summarize([traced / "traces" / "raw" / "rep-1"])
+    compact = summarize([traced / "traces" / "compact" / "rep-1"])
+    assert {k: (s.count, s.dur_ns) for k, s in raw.by_key.items()} == \
+        {k: (s.count, s.dur_ns) for k, s in compact.by_key.items()}
+    assert raw.by_key[("compute", "forward")].count == 8  # 2 epochs x 4 batches
+
+
+def test_append_adds_repeats_and_a_new_run_replaces(traced, tiny_program, cli):
+    ws = traced.parent
+    assert cli("trace", "--label", "base", "--workspace", ws, "--cwd", tiny_program, "--append", "--",
+               PY, "tiny.py").code == 0
+    assert [r["repeat"] for r in json.loads((traced / "run.json").read_text())["repeats"]] == [1, 2, 3]
+    assert cli("trace", "--label", "base", "--workspace", ws, "--cwd", tiny_program, "--", PY, "tiny.py").code == 0
+    assert [r["repeat"] for r in json.loads((traced / "run.json").read_text())["repeats"]] == [1]
+    assert not (traced / "traces" / "raw" / "rep-2").exists()
+
+
+def test_a_failing_command_is_recorded_with_its_exit_code(tmp_path, cli):
+    r = cli("trace", "--label", "crash", "--workspace", tmp_path, "--", PY, "-c", "import sys; sys.exit(3)")
+    assert r.code == 1 and "exit code 3" in r.err
+    rep = json.loads((tmp_path / "crash" / "run.json").read_text())["repeats"][0]
+    assert rep["exit_code"] == 3
+
+
+def test_a_command_that_cannot_start_is_recorded(tmp_path, cli):
+    r = cli("trace", "--label", "nope", "--workspace", tmp_path, "--", "/no/such/program")
+    assert r.code == 1 and "cannot run" in r.err
+    rep = json.loads((tmp_path / "nope" / "run.json").read_text())["repeats"][0]
+    assert rep["exit_code"] == 127 and "/no/such/program" in rep["launch_error"]
+
+
+def test_a_stale_log_file_variable_does_not_send_traces_elsewhere(tmp_path, cli, monkeypatch):
+    monkeypatch.setenv("DFTRACER_LOG_FILE", str(tmp_path / "elsewhere" / "trace"))
+    cli("trace", "--label", "env", "--workspace", tmp_path, "--", PY, "-c",
+        "import os; print(os.environ['DFTRACER_LOG_FILE'])")
+    rep = json.loads((tmp_path / "env" / "run.json").read_text())["repeats"][0]
+    assert rep["environment"]["DFTRACER_LOG_FILE"].startswith(str(tmp_path / "env" / "traces" / "raw"))
+
+
+def test_bad_label_and_missing_command_are_usage_errors(tmp_path, cli):
+    assert cli("trace", "--label", "../up", "--workspace", tmp_path, "--", PY, "-V").code == 2
+    assert cli("trace", "--label", "x", "--workspace", tmp_path).code == 2
+
+
+def test_compaction_bounds_chunks_and_repeats_the_header(tmp_path):
+    raw = tmp_path / "raw"
+    path = write_trace_like(raw / "trace-0123456789abcdef-app.pfw", n_events=30000)
+    chunks, problems = compact_dir(raw, tmp_path / "compact", chunk_mb=1)
+    assert problems == [] and len(chunks) >= 3
+    assert [role_of(c) for c in chunks] == ["app"] * len(chunks)
+    total = 0
+    for k, chunk in enumerate(chunks):
+        text = gzip.decompress(chunk.read_bytes())
+        assert len(text) <= (1 << 20) + 1024
+        lines = text.splitlines()
+        assert b'"time_metric"' in lines[1]  # every chunk can be read on its own
+        total += sum(b'"ph":1' in line for line in lines)
+    assert total == 30000
+    assert summarize(chunks).by_key[("compute", "forward")].count == \
+        summarize([path]).by_key[("compute", "forward")].count
+
+
+def test_compaction_keeps_what_a_truncated_file_holds_and_reports_it(tmp_path):
+    raw = tmp_path / "raw"
+    full = write_trace_like(raw / "trace-0123456789abcdef-app.pfw.gz", n_events=2000)
+    data = full.read_bytes()
+    full.write_bytes(data[: len(data) // 2])
+    (raw / "trace-fedcba9876543210-fork.pfw.gz").write_bytes(b"")
+    chunks, problems = compact_dir(raw, tmp_path / "compact")
+    kinds = sorted(p.kind for p in problems)
+    assert "truncated" in kinds and "empty" in kinds
+    assert len(chunks) == 1 and 0 < summarize(chunks).by_key[("compute", "forward")].count < 2000
