@@ -1,0 +1,117 @@
+"""`dftpass analyze`: categories (ML-R15), HIP (ML-R16), overlap and diagnosis (ML-R24), on real
+and hand-made traces, through the real CLI."""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import pytest
+
+from tests.analysis.helpers import PY, event, write_trace
+from tests.conftest import APPS, FIXTURES, line_of
+
+REAL = FIXTURES / "traces" / "real_workers"
+T0 = 1_795_000_000_000_000
+
+
+def analyze(cli, *args) -> dict:
+    r = cli("analyze", *args, "--json")
+    assert r.code in (0, 1), r.err
+    return json.loads(r.out)
+
+
+def test_real_traces_of_a_program_with_workers(cli):
+    a = analyze(cli, REAL)
+    cats = {c["cat"] for c in a["categories"]}
+    assert {"compute", "data", "dataloader", "pipeline"} <= cats
+    assert a["processes"]["roles"] == {"app": 1, "fork": 4}
+    assert a["overlap"]["verdict"] != "cannot judge" and a["overlap"]["loading_workers"] > 0
+    assert 0 <= a["overlap"]["overlap_fraction"] <= 1
+    # the program that made these traces has no root region: the one gap ML-R15 names
+    gaps = [f["message"] for f in a["findings"] if f["rule"] == "ML-R15"]
+    assert len(gaps) == 1 and "no 'ai_root' events" in gaps[0] and "ML-R1" in gaps[0]
+
+
+def test_missing_categories_name_the_rule_that_should_have_produced_them(cli, tmp_path):
+    write_trace(tmp_path / "t" / "trace-0123456789abcdef-app.pfw.gz",
+                [event("compute", "forward", T0 + 1000 * i, 500) for i in range(5)])
+    a = analyze(cli, tmp_path / "t")
+    msgs = [f["message"] for f in a["findings"] if f["rule"] == "ML-R15"]
+    for cat, rule in [("data", "ML-R9"), ("dataloader", "ML-R6"), ("pipeline", "ML-R2/ML-R3"),
+                      ("ai_root", "ML-R1")]:
+        assert any(f"no '{cat}' events" in m and rule in m for m in msgs), (cat, msgs)
+    assert not any("'compute'" in m for m in msgs)
+
+
+def test_io_events_without_image_size_are_reported(cli, tmp_path):
+    write_trace(tmp_path / "t" / "trace-0123456789abcdef-app.pfw.gz", [
+        event("data", "data.io.read", T0, 100),
+        event("data", "data.io.read", T0 + 200, 100),
+        event("checkpoint", "checkpoint.io.write", T0 + 400, 100, image_size=4096),
+    ])
+    msgs = [f["message"] for f in analyze(cli, tmp_path / "t")["findings"] if f["rule"] == "ML-R15"]
+    assert any("2 'data.io.read' events carry no image_size" in m and "ML-R25" in m for m in msgs)
+    assert not any("checkpoint.io.write" in m for m in msgs)
+
+
+def test_hip_events_are_required_only_for_projects_that_run_hip(cli, tmp_path):
+    write_trace(tmp_path / "t" / "trace-0123456789abcdef-app.pfw.gz", [event("compute", "forward", T0, 100)])
+    hip_project = tmp_path / "hip"
+    hip_project.mkdir()
+    (hip_project / "train.py").write_text("import torch\nprint(torch.version.hip)\n")
+    plain = tmp_path / "plain"
+    plain.mkdir()
+    (plain / "train.py").write_text("import torch\n")
+    hip = [f for f in analyze(cli, tmp_path / "t", "--project", hip_project)["findings"] if f["rule"] == "ML-R16"]
+    assert len(hip) == 1 and "DFTRACER_ENABLE_HIP_TRACING=ON" in hip[0]["message"]
+    assert not [f for f in analyze(cli, tmp_path / "t", "--project", plain)["findings"] if f["rule"] == "ML-R16"]
+    write_trace(tmp_path / "t" / "trace-fedcba9876543210-app.pfw.gz",
+                [{"name": "hipMemcpy", "cat": "HIP", "ts": T0, "dur": 5}], pid=101)
+    assert not [f for f in analyze(cli, tmp_path / "t", "--project", hip_project)["findings"]
+                if f["rule"] == "ML-R16"]
+
+
+@pytest.fixture(scope="module")
+def annotated_app(tmp_path_factory):
+    from dftpass.cli import main
+
+    out = tmp_path_factory.mktemp("app") / "torch_basic-dftpass"
+    assert main(["run", str(APPS / "torch_basic"), "--out", str(out)]) == 0
+    return out
+
+
+def test_no_workers_cannot_be_judged_and_the_cause_is_linked_to_its_line(cli, annotated_app, tmp_path):
+    """num_workers=0: loading runs in the training process, serial with compute."""
+    r = cli("trace", "--label", "w0", "--workspace", tmp_path, "--cwd", annotated_app, "--",
+            PY, "train.py", "--data", tmp_path / "data", "--out", tmp_path / "out", "--workers", "0", "--epochs", "1")
+    assert r.code == 0, r.err
+    a = analyze(cli, tmp_path / "w0")
+    assert a["overlap"]["verdict"] == "cannot judge" and a["overlap"]["overlap_fraction"] is None
+    assert a["project"] == str(annotated_app)
+    line = line_of(annotated_app / "train.py", "train_loader = DataLoader(")
+    causes = [c for c in a["causes"] if c["id"] == "A.num_workers"]
+    assert any(c["path"] == "train.py" and c["line"] == line for c in causes)
+    assert any(f["rule"] == "ML-R24" and f["path"] == "train.py" and f["line"] == line for f in a["findings"])
+    assert (tmp_path / "w0" / "analysis.json").is_file()
+    ids = [p["id"] for p in a["proposals"]]
+    assert "IO-L1-num-workers" in ids
+    assert all(p["citations"] for p in a["proposals"])
+
+
+def test_a_bare_folder_of_traces_and_bad_files_are_analysed_with_messages(cli, tmp_path):
+    folder = tmp_path / "mixed"
+    shutil.copytree(REAL, folder)
+    shutil.copy(FIXTURES / "traces" / "bad" / "truncated.pfw.gz", folder / "trace-aaaaaaaaaaaaaaaa-fork.pfw.gz")
+    (folder / "trace-bbbbbbbbbbbbbbbb-fork.pfw.gz").write_bytes(b"")
+    a = analyze(cli, folder)
+    assert a["label"] == "mixed" and a["events"] > 0
+    problems = "\n".join(a["problems"])
+    assert "truncated" in problems and "0-byte file" in problems
+    r = cli("analyze", folder)
+    assert "trace problems:" in r.out
+
+
+def test_a_missing_run_is_a_usage_error(cli, tmp_path):
+    r = cli("analyze", tmp_path / "nothing")
+    assert r.code == 2 and "no such run" in r.err

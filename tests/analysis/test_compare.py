@@ -1,0 +1,86 @@
+"""`dftpass compare`: direction-aware classes at ±5%, noise from repeats, verdicts, measured impact."""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import pytest
+
+from dftpass.analysis.compare import IMPROVED, INFO, NEUTRAL, REGRESSED, classify, compare
+from dftpass.analysis.metrics import METRICS
+from tests.conftest import FIXTURES
+
+
+def analysis(label, repeats=1, spread=None, applies=(), proposals=(), **metrics) -> dict:
+    full = {name: metrics.get(name, 1.0) for name in METRICS}
+    return {"label": label, "metrics": full, "repeats": [{}] * repeats, "applies": list(applies),
+            "spread": spread or {}, "proposals": list(proposals)}
+
+
+@pytest.mark.parametrize("change, better, expected", [
+    (-10.0, "lower", IMPROVED), (10.0, "lower", REGRESSED), (5.0, "lower", NEUTRAL), (-5.0, "lower", NEUTRAL),
+    (-5.01, "lower", IMPROVED), (20.0, "higher", IMPROVED), (-20.0, "higher", REGRESSED),
+    (50.0, "neutral", INFO), (None, "lower", INFO),
+])
+def test_classes_follow_the_metric_direction(change, better, expected):
+    assert classify(change, better) == expected
+
+
+def row(result, metric):
+    return next(r for r in result.rows if r.metric == metric)
+
+
+def test_values_changes_and_verdict():
+    base = analysis("baseline", wall_s=100.0, read_bandwidth=1e6, fetch_wait_s=10.0, events=500.0)
+    opt = analysis("opt1", wall_s=80.0, read_bandwidth=5e5, fetch_wait_s=10.2, events=800.0)
+    result = compare([base, opt])
+    wall = row(result, "wall_s").cells[1]
+    assert wall.value == 80.0 and wall.change_pct == pytest.approx(-20.0) and wall.cls == IMPROVED
+    assert row(result, "read_bandwidth").cells[1].cls == REGRESSED  # higher is better
+    assert row(result, "fetch_wait_s").cells[1].cls == NEUTRAL
+    assert row(result, "events").cells[1].cls == INFO
+    verdict = result.verdicts[0]
+    assert verdict.startswith("opt1 vs baseline: net improvement (wall_s -20.0%)")
+    assert "Regressed: read_bandwidth" in verdict and "one run per side cannot separate noise" in verdict
+
+
+def test_a_change_inside_the_spread_between_repeats_is_noise():
+    base = analysis("a", repeats=3, wall_s=100.0, spread={"wall_s": (90.0, 112.0)})
+    other = analysis("b", repeats=3, wall_s=90.0, spread={"wall_s": (88.0, 93.0)})
+    result = compare([base, other])
+    cell = row(result, "wall_s").cells[1]
+    assert cell.cls == IMPROVED and cell.within_noise
+    assert "within the noise" in result.verdicts[0] and "neutral" in result.verdicts[0]
+    clear = compare([base, analysis("c", repeats=3, wall_s=50.0, spread={"wall_s": (49.0, 51.0)})])
+    assert not row(clear, "wall_s").cells[1].within_noise and "net improvement" in clear.verdicts[0]
+
+
+def test_net_regression_and_more_than_two_runs():
+    result = compare([analysis("a", wall_s=10.0), analysis("b", wall_s=10.2), analysis("c", wall_s=13.0)])
+    assert result.labels == ["a", "b", "c"] and len(result.verdicts) == 2
+    assert "neutral" in result.verdicts[0] and "net regression (wall_s +30.0%)" in result.verdicts[1]
+
+
+def test_applied_proposals_get_their_measured_impact():
+    base = analysis("baseline", wall_s=100.0, proposals=[{"id": "IO-L1-num-workers", "app_impact_pct": 30.0}])
+    opt = analysis("opt1", wall_s=75.0, applies=["IO-L1-num-workers"])
+    [impact] = compare([base, opt]).proposal_impacts
+    assert impact == {"run": "opt1", "proposal": "IO-L1-num-workers", "estimated_app_pct": 30.0,
+                      "actual_app_pct": pytest.approx(25.0)}
+
+
+def test_compare_two_trace_folders_through_the_cli(cli, tmp_path):
+    a, b = tmp_path / "a", tmp_path / "b"
+    shutil.copytree(FIXTURES / "traces" / "real_workers", a)
+    shutil.copytree(FIXTURES / "traces" / "real_workers", b)
+    data = json.loads(cli("compare", a, b, "--json").out)
+    assert data["labels"] == ["a", "b"]
+    for r in data["rows"]:
+        change = r["cells"][1]["change_pct"]
+        assert change in (0.0, None) and r["cells"][1]["cls"] in (NEUTRAL, INFO)
+    text = cli("compare", a, b)
+    assert text.code == 0 and "b vs a: neutral" in text.out
+    md = cli("compare", a, b, "--markdown").out
+    assert "| metric | a | b |" in md and "⚪" in md
+    assert cli("compare", a).code == 2
