@@ -66,8 +66,17 @@ def test_applied_proposals_get_their_measured_impact():
     base = analysis("baseline", wall_s=100.0, proposals=[{"id": "IO-L1-num-workers", "app_impact_pct": 30.0}])
     opt = analysis("opt1", wall_s=75.0, applies=["IO-L1-num-workers"])
     [impact] = compare([base, opt]).proposal_impacts
-    assert impact == {"run": "opt1", "proposal": "IO-L1-num-workers", "estimated_app_pct": 30.0,
-                      "actual_app_pct": pytest.approx(25.0)}
+    assert impact == {"run": "opt1", "against": "baseline", "proposal": "IO-L1-num-workers",
+                      "estimated_app_pct": 30.0, "actual_app_pct": pytest.approx(25.0)}
+
+
+def test_an_iteration_is_measured_against_the_run_it_follows():
+    base = analysis("baseline", wall_s=50.0)
+    ann = analysis("annotated", wall_s=100.0, proposals=[{"id": "IO-L2-persistent-workers", "app_impact_pct": 12.0}])
+    opt = analysis("opt1", wall_s=90.0, applies=["IO-L2-persistent-workers"])
+    [impact] = compare([base, ann, opt]).proposal_impacts
+    assert impact["against"] == "annotated" and impact["estimated_app_pct"] == 12.0
+    assert impact["actual_app_pct"] == pytest.approx(10.0)
 
 
 def test_compare_two_trace_folders_through_the_cli(cli, tmp_path):

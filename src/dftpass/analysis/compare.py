@@ -8,8 +8,8 @@ metric's direction (lower time is better, higher bandwidth is better), *neutral*
 between repeats of either side is flagged *within noise*; with one repeat per side the noise
 cannot be told apart, and the verdict says so.
 
-A run made with ``dftpass trace --applies ID`` gets the measured wall-time change written as
-the actual impact of proposal ID.
+A run made with ``dftpass trace --applies ID`` gets the measured wall-time change against the
+run before it in the list (the iteration it follows) as the actual impact of proposal ID.
 """
 
 from __future__ import annotations
@@ -100,12 +100,15 @@ def compare(analyses: list[dict]) -> Comparison:
     verdicts = [_verdict(base, other, [r for r in rows], i + 1) for i, other in enumerate(analyses[1:])]
     impacts = []
     for i, other in enumerate(analyses[1:], 1):
-        applied = other.get("applies") or []
-        wall = next((r.cells[i] for r in rows if r.metric in HEADLINE and r.cells[i].change_pct is not None), None)
-        for pid in applied:
-            estimate = next((p["app_impact_pct"] for p in base.get("proposals", []) if p["id"] == pid), None)
-            impacts.append({"run": other["label"], "proposal": pid, "estimated_app_pct": estimate,
-                            "actual_app_pct": None if wall is None else -wall.change_pct})
+        # an iteration is measured against the run it follows (baseline -> annotated -> opt1 ...),
+        # with the estimate that run's analysis made
+        before = analyses[i - 1]
+        change = next((_change(before["metrics"].get(m), other["metrics"].get(m)) for m in HEADLINE
+                       if _change(before["metrics"].get(m), other["metrics"].get(m)) is not None), None)
+        for pid in other.get("applies") or []:
+            estimate = next((p["app_impact_pct"] for p in before.get("proposals", []) if p["id"] == pid), None)
+            impacts.append({"run": other["label"], "against": before["label"], "proposal": pid,
+                            "estimated_app_pct": estimate, "actual_app_pct": None if change is None else -change})
     return Comparison([a["label"] for a in analyses], [len(a["repeats"]) for a in analyses], rows, verdicts, impacts)
 
 

@@ -71,6 +71,10 @@ def text(a: dict, top: int = 12) -> str:
 def markdown(a: dict) -> str:
     m = a["metrics"]
     out = [f"## Run `{a['label']}`", ""]
+    if not a["events"]:
+        wall = f"wall time {m['wall_s']:.2f} s over {len(a['repeats'])} repeat(s); " if m.get("wall_s") else ""
+        return "\n".join(out + [f"- {wall}no trace events: an un-annotated run (only its wall time is compared), "
+                                 "or a run whose traces are empty"] + [f"- {p}" for p in a["problems"]])
     if m.get("wall_s"):
         out.append(f"- wall time: {m['wall_s']:.2f} s over {len(a['repeats'])} repeat(s)")
     out += [f"- {a['events']} events, {a['processes']['count']} processes "
@@ -153,7 +157,8 @@ def compare_text(cmp: dict, color: bool = False) -> str:
     for imp in cmp["proposal_impacts"]:
         est = "-" if imp["estimated_app_pct"] is None else f"{imp['estimated_app_pct']:.1f}%"
         act = "-" if imp["actual_app_pct"] is None else f"{imp['actual_app_pct']:.1f}%"
-        lines.append(f"proposal {imp['proposal']} in {imp['run']}: estimated {est} of wall time, measured {act}")
+        lines.append(f"proposal {imp['proposal']} in {imp['run']} (against {imp['against']}): estimated {est} of "
+                     f"wall time, measured {act}")
     return "\n".join(lines)
 
 
@@ -178,5 +183,6 @@ def compare_markdown(cmp: dict) -> str:
     for imp in cmp["proposal_impacts"]:
         est = "-" if imp["estimated_app_pct"] is None else f"{imp['estimated_app_pct']:.1f}%"
         act = "-" if imp["actual_app_pct"] is None else f"{imp['actual_app_pct']:.1f}%"
-        out.append(f"- proposal `{imp['proposal']}` in `{imp['run']}`: estimated {est} of wall time, measured {act}")
+        out.append(f"- proposal `{imp['proposal']}` in `{imp['run']}` (against `{imp['against']}`): estimated {est} "
+                   f"of wall time, measured {act}")
     return "\n".join(out)
