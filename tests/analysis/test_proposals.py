@@ -50,7 +50,8 @@ def test_bandwidth_effect_is_zero_when_no_io_was_traced():
     fmt = next(r for r in rows if r.id == "IO-L1-sample-format")
     assert fmt.app_impact_pct > 0 and fmt.system_impact_pct == 0.0
     rows, _ = P.propose({**SHARES, "data_stall": 0.3, "io_time": 0.2}, {})
-    assert next(r for r in rows if r.id == "IO-L1-sample-format").system_impact_pct > 0
+    # traced I/O: the change removes up to `reach` (0.5) of the I/O time -> 2x the bandwidth
+    assert next(r for r in rows if r.id == "IO-L1-sample-format").system_impact_pct == pytest.approx(100.0)
 
 
 def test_gpu_strategies_need_a_gpu():

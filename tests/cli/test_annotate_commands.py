@@ -139,3 +139,16 @@ def test_bad_usage_exit_codes(cli, tmp_path):
     (tmp_path / "dftpass.yaml").write_text("rules:\n  bogus: 1\n")
     r = cli("plan", tmp_path)
     assert r.code == 2 and "dftpass.yaml:2" in r.err
+
+
+def test_logs_are_structured_json_with_log_format_json(cli, torch_basic, tmp_path):
+    import json as _json
+
+    r = cli("-v", "--log-format", "json", "run", torch_basic, "--out", tmp_path / "o")
+    events = [_json.loads(line) for line in r.err.splitlines() if line.startswith("{")]
+    names = [e["event"] for e in events]
+    assert "project read" in names and "annotated copy written" in names
+    read = next(e for e in events if e["event"] == "project read")
+    assert read["files"] == 5 and read["level"] == "info" and "timestamp" in read
+    quiet = cli("run", torch_basic, "--out", tmp_path / "q")
+    assert not any(line.startswith("{") for line in quiet.err.splitlines())

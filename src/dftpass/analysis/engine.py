@@ -22,6 +22,8 @@ from dftpass.traces.files import trace_files
 from dftpass.traces.overlap import default_width_ns
 
 ENGINES = ("local", "dask")
+#: how long to try to reach ``--scheduler`` (Dask retries a refused connection until then)
+SCHEDULER_TIMEOUT_S = 10
 
 
 class EngineError(Exception):
@@ -76,12 +78,12 @@ def _dask(paths: list[str], jobs: int, scheduler: str | None, width_s: float | N
     cluster = None
     try:
         if scheduler:
-            client = Client(scheduler, timeout="30s")
+            client = Client(scheduler, timeout=f"{SCHEDULER_TIMEOUT_S}s")
         else:
             cluster = LocalCluster(n_workers=max(1, jobs), threads_per_worker=1, processes=True,
                                    dashboard_address=None)
             client = Client(cluster)
-    except OSError as exc:
+    except (OSError, ValueError) as exc:  # ValueError: not an address ("missing port number", bad scheme)
         raise EngineError(f"cannot reach the Dask scheduler {scheduler}: {exc}") from exc
     try:
         summary = Summary()

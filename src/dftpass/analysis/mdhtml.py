@@ -72,7 +72,8 @@ def to_html(markdown: str, title: str) -> str:
                 i += 1
             body.append(f"<ul>{''.join(items)}</ul>")
         else:
-            para = []
+            para = [line]  # at least this line: a '|' line that starts no table would loop forever
+            i += 1
             while i < len(lines) and lines[i].strip() and not re.match(r"^(#{1,4}\s|\s*\||\s*[-*]\s)", lines[i]):
                 para.append(lines[i])
                 i += 1

@@ -8,9 +8,9 @@ The strategies are data (``proposals/catalogue.yaml``). For one analysed run:
 * ``app_impact_pct`` = share of the bottleneck x ``reach`` (the part of it the change can
   remove at most): an estimate, never more than the measured share;
 * ``system_impact_pct`` follows from the effect: *throughput* (iterations/s) gains
-  ``1/(1-a) - 1`` when a share ``a`` of the wall time goes away; *bandwidth* gains the same
-  on the traced I/O time (0 when no I/O was traced: not measured); *utilization* is the share
-  of time turned into useful work; 0 otherwise;
+  ``1/(1-a) - 1`` when a share ``a`` of the wall time goes away; *bandwidth* gains
+  ``1/(1-reach) - 1`` on the traced I/O (0 when no I/O was traced: not measured);
+  *utilization* is the share of time turned into useful work; 0 otherwise;
 * ``weighted_score = 0.5 app + 0.5 system``; rows sort by it; the order of work
   (I/O, communication, memory, compute) is each row's ``order``;
 * every checklist dimension gets a verdict: applied and measured / applicable, not measured /
@@ -72,15 +72,14 @@ def catalogue() -> dict:
     return yaml.safe_load(text)
 
 
-def _system_impact(effect: str, app: float, shares: dict[str, float]) -> float:
+def _system_impact(effect: str, app: float, reach: float, shares: dict[str, float]) -> float:
     if effect == "throughput":
         return 100.0 * (1.0 / (1.0 - min(app, 0.95)) - 1.0)
     if effect == "bandwidth":
-        io = shares.get("io_time", 0.0)
-        if not io:
+        if not shares.get("io_time", 0.0):
             return 0.0  # no traced I/O (DFTRACER_DATA_DIR unset): the bandwidth effect is not measured
-        part = min(app / io, 0.95)
-        return 100.0 * (1.0 / (1.0 - part) - 1.0)
+        # the change removes up to `reach` of the time the traced I/O takes
+        return 100.0 * (1.0 / (1.0 - min(reach, 0.95)) - 1.0)
     if effect == "utilization":
         return 100.0 * app
     return 0.0
@@ -125,8 +124,9 @@ def propose(shares: dict[str, float], causes: dict[str, list[str]], gpu: bool = 
         if not ok and s["id"] not in applied:
             continue
         share = shares.get(s["bottleneck"], 0.0)
-        app = share * float(s.get("reach", 1.0))
-        system = _system_impact(s.get("system_effect", "none"), app, shares)
+        reach = float(s.get("reach", 1.0))
+        app = share * reach
+        system = _system_impact(s.get("system_effect", "none"), app, reach, shares)
         app_pct = round(100.0 * app, 2)
         system_pct = round(system, 2)
         row = Proposal(

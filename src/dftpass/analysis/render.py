@@ -47,6 +47,14 @@ def text(a: dict, top: int = 12) -> str:
         name = f"{r['cat']}/{r['name']}"
         lines.append(f"  {name[:30]:<30}{r['count']:>8}{r['total_s']:>10.3f}{1e3 * r['mean_s']:>10.2f}"
                      f"{1e3 * r['p99_s']:>10.2f}")
+    procs = a.get("process_table", [])
+    if procs:
+        lines += ["", f"  {'process':<22}{'role':<8}{'events':>8}{'busy s':>9}{'span s':>9}{'bytes':>11}"]
+        for p in procs[:8]:
+            lines.append(f"  {'pid ' + str(p['pid']):<22}{p['role'] or '-':<8}{p['events']:>8}{p['busy_s']:>9.3f}"
+                         f"{p['span_s']:>9.3f}{human_bytes(p['bytes']):>11}")
+        if len(procs) > 8:
+            lines.append(f"  ... {len(procs) - 8} more processes (--json lists all)")
     io = a["io"]
     lines += ["", _overlap_line(a["overlap"]),
               f"I/O (POSIX/STDIO): read {human_bytes(io['read_bytes'])} at {human_bytes(io['read_bandwidth'])}/s, "
@@ -87,6 +95,13 @@ def markdown(a: dict) -> str:
     out += [f"| {r['cat']}/{r['name']} | {r['count']} | {r['total_s']:.3f} | {1e3 * r['mean_s']:.2f} | "
             f"{1e3 * r['p50_s']:.2f} | {1e3 * r['p99_s']:.2f} | {human_bytes(r['bytes']) if r['bytes'] else ''} |"
             for r in a["top"]]
+    if a.get("process_table"):
+        out += ["", "| process | role | host | events | busy s | span s | bytes | read B/s | IOPS | metadata ops |",
+                "|---|---|---|---:|---:|---:|---:|---:|---:|---:|"]
+        out += [f"| {p['pid']} (`{p['file']}`) | {p['role'] or '-'} | {p['host'] or '-'} | {p['events']} | "
+                f"{p['busy_s']:.3f} | {p['span_s']:.3f} | {human_bytes(p['bytes'])} | "
+                f"{human_bytes(p['read_bandwidth'])} | {p['iops']:.0f} | {p['metadata_ops']} |"
+                for p in a["process_table"]]
     if a["findings"]:
         out += ["", "### Findings", ""]
         for f in a["findings"]:

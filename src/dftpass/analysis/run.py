@@ -65,6 +65,7 @@ class AnalyzeResult:
             "span_s": summary.span_s,
             "hosts": summary.hosts,
             "processes": {"count": len(summary.processes), "roles": roles},
+            "process_table": _processes(summary),
             "categories": _by_category(summary),
             "top": [{"cat": c, "name": n, "count": s.count, "total_s": s.total_s, "mean_s": s.mean_s,
                      "p50_s": s.p50_s, "p99_s": s.p99_s, "bytes": s.bytes} for (c, n), s in keys[:top]],
@@ -85,6 +86,20 @@ class AnalyzeResult:
             "checklist": [v.__dict__ for v in self.checklist],
             "problems": [str(p) for p in summary.problems],
         }
+
+
+def _processes(summary) -> list[dict]:
+    """Per process: events, time in events, span, bytes and I/O rates (the training process first)."""
+    rows = []
+    for proc in summary.processes.values():
+        cells = {k: c for k, c in proc.by_key.items() if k[0] != E.TRACE_META_CAT}
+        io = proc.io("syscall")
+        rows.append({"file": Path(proc.file).name, "pid": proc.pid, "role": proc.role, "host": proc.host,
+                     "events": sum(c.count for c in cells.values()),
+                     "busy_s": sum(c.dur_ns for c in cells.values()) / 1e9, "span_s": proc.span_s,
+                     "bytes": sum(c.bytes for c in cells.values()), "read_bandwidth": io.read_bandwidth,
+                     "iops": io.iops, "metadata_ops": io.metadata_ops})
+    return sorted(rows, key=lambda r: (r["role"] != "app", -r["busy_s"]))
 
 
 def _by_category(summary) -> list[dict]:

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Iterable
 
 import attrs
+import structlog
 
 from dftpass.core.config import Config
 from dftpass.core.context import PassTiming, RunContext
@@ -24,6 +25,8 @@ from dftpass.core.findings import Finding, Severity
 from dftpass.core.manager import PassManager
 from dftpass.core.progress import Progress
 from dftpass.core.project import TOOL, Project, pool_context
+
+log = structlog.get_logger("dftpass")
 
 if TYPE_CHECKING:
     from dftpass.core.rewrite import Applied
@@ -122,8 +125,11 @@ def annotate(root: Path, config: Config, mode: str = "plan", *, passes: Iterable
     ctx = RunContext(config, project, manager, mode)
     ctx.timings.append(PassTiming("(read + parse + summarize)", time.perf_counter() - start))
     ctx.findings.extend(project.problems())
+    log.info("project read", root=str(project.root), files=len(project.files),
+             unreadable=len(ctx.findings), seconds=round(time.perf_counter() - start, 3), jobs=jobs)
 
     pipeline = manager.order(manager.selected_rules(passes))
+    log.info("pipeline", passes=pipeline)
     manager.run(ctx, pipeline)
 
     files: dict[str, FileResult] = {}
@@ -144,10 +150,13 @@ def annotate(root: Path, config: Config, mode: str = "plan", *, passes: Iterable
             files[applied.relpath] = FileResult(applied.relpath, list(edit_set.edits), applied.original,
                                                 applied.new, applied.encoding, applied.error)
             if applied.error:
+                log.warning("file left untouched", path=applied.relpath, reason=applied.error)
                 ctx.findings.append(Finding(TOOL, applied.error, applied.relpath, 0, 0, Severity.ERROR))
         ctx.timings.append(PassTiming("(apply edits: libcst)", time.perf_counter() - start))
 
     result = AnnotateResult(mode, project.root, pipeline, files, ctx.findings, ctx.timings, len(project.files))
+    log.info("planned", mode=mode, edits=len(result.edits()), files_changed=len(result.changed()),
+             findings=len(result.findings))
     manager.pm.hook.dftpass_run_finished(ctx=ctx, result=result)
     return result
 

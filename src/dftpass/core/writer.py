@@ -19,7 +19,11 @@ import tempfile
 import time
 from pathlib import Path
 
+import structlog
+
 from dftpass.core.pipeline import AnnotateResult
+
+log = structlog.get_logger("dftpass")
 
 STATE_DIR = ".dftpass"  # dftpass's own folder inside a tree it wrote
 _COPY_IGNORE = {".git", ".hg", ".svn", "__pycache__", STATE_DIR, ".mypy_cache", ".pytest_cache", ".ruff_cache"}
@@ -101,6 +105,7 @@ def write_copy(result: AnnotateResult, out: Path) -> None:
         atomic_write(target, f.new, out, mode=os.stat(result.root / f.relpath).st_mode & 0o7777)
     _write_state(result, out)
     result.out = out.resolve()
+    log.info("annotated copy written", out=str(result.out), files_changed=len(result.changed()))
 
 
 def write_in_place(result: AnnotateResult) -> Path | None:
@@ -117,6 +122,7 @@ def write_in_place(result: AnnotateResult) -> Path | None:
             atomic_write(target, f.new, root, mode=os.stat(target).st_mode & 0o7777)
     _write_state(result, root)
     result.out = root
+    log.info("project annotated in place", root=str(root), files_changed=len(changed), backup=str(backup))
     return backup
 
 

@@ -20,10 +20,14 @@ import time
 from pathlib import Path
 from typing import Sequence
 
+import structlog
+
 from dftpass.core import emitter
 from dftpass.core.writer import atomic_write
 from dftpass.runs.compact import compact_dir
 from dftpass.runs.layout import RunDir, run_dir
+
+log = structlog.get_logger("dftpass")
 
 #: environment worth recording: what changes how a training job runs
 _ENV_PREFIXES = ("DFTRACER_", "OMP_", "MKL_", "CUDA_", "HIP_", "ROCR_", "NCCL_", "TORCH_", "PYTORCH_",
@@ -96,6 +100,7 @@ def _run_once(run: RunDir, k: int, command: Sequence[str], cwd: Path, env: dict[
         "trace_files": [{"name": p.name, "bytes": p.stat().st_size} for p in files],
         "empty_trace_files": [p.name for p in files if p.stat().st_size == 0],
     }
+    log.info("traced run", label=run.label, repeat=k, exit_code=code, wall_s=round(wall, 3), trace_files=len(files))
     if compact and files:
         chunks, problems = compact_dir(raw, run.compact(k), chunk_mb)
         record["compact_files"] = [{"name": p.name, "bytes": p.stat().st_size} for p in chunks]

@@ -49,11 +49,20 @@ def analyze_run(run, engine: str = "local", jobs: int = 1, scheduler: str | None
     from dftpass.analysis.engine import analyze_traces
     from dftpass.analysis.metrics import run_metrics
 
+    import time
+
+    import structlog
+
+    log = structlog.get_logger("dftpass")
     record = run.record()
     out = []
     for rep in record["repeats"]:
         k = rep["repeat"]
+        start = time.perf_counter()
         analysis = analyze_traces(run.trace_dirs(k), engine, jobs, scheduler, width_s)
+        log.info("traces read", label=run.label, repeat=k, engine=engine, files=len(analysis.summary.files),
+                 events=analysis.summary.events, problems=len(analysis.summary.problems),
+                 seconds=round(time.perf_counter() - start, 3))
         out.append(RepeatAnalysis(k, rep, analysis, run_metrics(analysis.summary, analysis.overlap, rep.get("wall_s"))))
     if not out:
         raise ValueError(f"{run.path}: run.json lists no repeats")
