@@ -80,12 +80,18 @@ def _dask(paths: list[str], jobs: int, scheduler: str | None, width_s: float | N
         if scheduler:
             client = Client(scheduler, timeout=f"{SCHEDULER_TIMEOUT_S}s")
         else:
+            # ":0": any free port (None still takes 8787, which a second analysis would collide on)
             cluster = LocalCluster(n_workers=max(1, jobs), threads_per_worker=1, processes=True,
-                                   dashboard_address=None)
+                                   dashboard_address=":0")
             client = Client(cluster)
     except (OSError, ValueError) as exc:  # ValueError: not an address ("missing port number", bad scheme)
         raise EngineError(f"cannot reach the Dask scheduler {scheduler}: {exc}") from exc
     try:
+        try:
+            client.wait_for_workers(1, timeout=SCHEDULER_TIMEOUT_S)
+        except (TimeoutError, OSError) as exc:
+            raise EngineError(f"the Dask scheduler {scheduler or 'started here'} has no workers "
+                              f"after {SCHEDULER_TIMEOUT_S} s") from exc
         summary = Summary()
         for part in client.gather(client.map(summarize_file, files, pure=False)):
             summary.merge(part)

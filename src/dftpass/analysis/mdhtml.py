@@ -34,8 +34,15 @@ def _inline(text: str) -> str:
     return out
 
 
+_PIPE = re.compile(r"(?<!\\)\|")
+
+
 def _row(line: str) -> list[str]:
-    return [c.strip() for c in line.strip().strip("|").split("|")]
+    """The cells of a table line; a backslash-escaped pipe is a pipe inside a cell."""
+    inner = line.strip()
+    inner = inner[1:] if inner.startswith("|") else inner
+    inner = inner[:-1] if inner.endswith("|") and not inner.endswith("\\|") else inner
+    return [c.strip().replace("\\|", "|") for c in _PIPE.split(inner)]
 
 
 def to_html(markdown: str, title: str) -> str:

@@ -14,6 +14,11 @@ def human_bytes(n: float | None) -> str:
     return f"{n:.1f} TB"  # pragma: no cover
 
 
+def cell(text: object) -> str:
+    """Text for a Markdown table cell: one line, pipes escaped."""
+    return str(text).replace("\n", " ").replace("|", "\\|")
+
+
 def pct(x: float | None) -> str:
     return "-" if x is None else f"{100 * x:.1f}%"
 
@@ -113,7 +118,7 @@ def markdown(a: dict) -> str:
                 "|---|---|---|---|---|---:|---:|---:|---|"]
         for i, p in enumerate(a["proposals"], 1):
             actual = f" (measured {p['actual_app_pct']:.1f})" if p.get("actual_app_pct") is not None else ""
-            out.append(f"| {i} | {p['level']} | {p['component']} | {p['title']} | {p['change']} | "
+            out.append(f"| {i} | {p['level']} | {p['component']} | {cell(p['title'])} | {cell(p['change'])} | "
                        f"{p['app_impact_pct']:.1f}{actual} | {p['system_impact_pct']:.1f} | {p['weighted_score']:.1f} | "
                        f"{p['status']} |")
         out += [""] + [f"- {p['id']}: {p['why']}. " + " ".join(f"[{c}]" for c in p["citations"])

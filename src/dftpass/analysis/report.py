@@ -51,7 +51,7 @@ def build(workspace: Path, config, manager, **options) -> tuple[Path, Path, int]
         for run, a in zip(runs, analyses):
             rec = run.record()
             cmd = " ".join(rec["repeats"][0].get("command", []))[:80] if rec.get("repeats") else ""
-            cmd = cmd.replace("\n", " ")  # the newlines of a `python -c` script would end the table row
+            cmd = render.cell(cmd)  # a `python -c` script's newlines and pipes would break the row
             rev = rec.get("revision") or {}
             revision = (rev.get("commit", "")[:10] + (" (dirty)" if rev.get("dirty") else "")) if rev else "-"
             wall = a["metrics"].get("wall_s")

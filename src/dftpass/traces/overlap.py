@@ -95,8 +95,8 @@ def judge(summary: Summary, busy: ClassBusy) -> Overlap:
     overlap_ns = int(np.maximum(a[ia] + b[ib] - width, 0).sum())
     compute_ns, loading_ns = int(a.sum()), int(b.sum())
     iter_stats, block_stats = (summary.by_key.get((N.DATALOADER_CAT, name)) for name in (N.FETCH_ITER, N.FETCH_BLOCK))
-    workers = [p for p in summary.workers()
-               if any(classify(*key) == LOADING for key in p.by_key)]
+    # a process split over several files (compacted chunks) is one worker: count (host, pid)
+    workers = {(p.host, p.pid) for p in summary.workers() if any(classify(*key) == LOADING for key in p.by_key)}
     common = dict(compute_s=compute_ns / 1e9, loading_s=loading_ns / 1e9, overlap_s=overlap_ns / 1e9,
                   bucket_width_s=width / 1e9,
                   fetch_iter_s=iter_stats.total_s if iter_stats else 0.0,

@@ -1,0 +1,265 @@
+"""``dftpass report``: report.md and a self-contained report.html over two real runs of a tiny
+program traced by the real ``dftpass trace``; and the pieces: ``mdhtml.to_html`` (Markdown to
+HTML) and ``timeline.intervals`` (the picture's merged intervals)."""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import io
+import json
+import re
+import struct
+import subprocess
+import sys
+
+import pytest
+
+from dftpass.analysis import timeline
+from dftpass.analysis.mdhtml import to_html
+from dftpass.traces import COMPUTE, LOADING
+from dftpass.traces.files import role_of
+from tests.analysis.helpers import PY, event, write_trace
+
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+
+
+def png_size(data: bytes) -> tuple[int, int]:
+    assert data[:8] == PNG_MAGIC and data[12:16] == b"IHDR"
+    return struct.unpack(">II", data[16:24])
+
+
+@pytest.fixture(scope="module")
+def workspace(tiny_program, tmp_path_factory):
+    """Two real runs, ``baseline`` (2 fork workers) and ``opt1`` (3, applying IO-L1-num-workers),
+    then one ``dftpass report``; returns (workspace, what report said on stderr)."""
+    pytest.importorskip("matplotlib", reason="the report's timeline picture needs matplotlib")
+    from dftpass.cli import main
+
+    ws = tmp_path_factory.mktemp("ws")
+    home = tmp_path_factory.mktemp("home")
+    with pytest.MonkeyPatch.context() as mp:  # the isolated_config of tests/conftest.py, module-wide
+        mp.setenv("DFTPASS_SITE_CONFIG", str(home / "no-site-config.yaml"))
+        mp.setenv("XDG_CONFIG_HOME", str(home / "config"))
+        assert main(["trace", "--label", "baseline", "--workspace", str(ws), "--cwd", str(tiny_program),
+                     "--", PY, "tiny.py", "2"]) == 0
+        assert main(["trace", "--label", "opt1", "--workspace", str(ws), "--cwd", str(tiny_program),
+                     "--applies", "IO-L1-num-workers", "--", PY, "tiny.py", "3"]) == 0
+        err = io.StringIO()
+        with contextlib.redirect_stderr(err):
+            assert main(["report", str(ws)]) == 0
+    return ws, err.getvalue()
+
+
+def analysis_of(ws, label: str) -> dict:
+    return json.loads((ws / label / "analysis.json").read_text())
+
+
+def test_report_markdown_has_every_section(workspace):
+    ws, err = workspace
+    md = (ws / "report.md").read_text()
+    assert f"wrote {ws / 'report.md'} and {ws / 'report.html'}" in err
+    lines = md.splitlines()
+    assert lines[0] == f"# dftpass report: {ws.name}"
+    assert "| run | repeats | wall s (median) | command | revision |" in lines
+    rows = [ln for ln in lines if re.match(r"^\| (baseline|opt1) \| 1 \| \d+\.\d\d \| `.*tiny\.py \d` \|", ln)]
+    assert [r.split(" | ")[0] for r in rows] == ["| baseline", "| opt1"], md  # the baseline first
+    for label in ("baseline", "opt1"):
+        wall = analysis_of(ws, label)["metrics"]["wall_s"]
+        assert any(r.startswith(f"| {label} | 1 | {wall:.2f} |") for r in rows)
+
+    comparison = md[md.index("\n## Comparison\n"):md.index("\n## Run `baseline`\n")]
+    assert "| metric | baseline | opt1 |" in comparison and "| wall_s |" in comparison
+    assert "proposal `IO-L1-num-workers` in `opt1`" in comparison
+    assert md.index("## Run `baseline`") < md.index("## Run `opt1`")
+    assert md.count("### Proposals") == 2 and md.count("### Checklist") == 2
+    assert "| component | dimension | verdict |" in md
+    for label in ("baseline", "opt1"):
+        overlap = analysis_of(ws, label)["overlap"]
+        section = md[md.index(f"## Run `{label}`"):]
+        assert f"overlap of loading and compute: {overlap['verdict']}" in section
+        assert f"![timeline of {label}]({label}/timeline.png)" in section
+    assert "Lessons of this workspace: `lessons.md`." in md
+
+
+def test_timeline_pictures_are_pngs_one_row_per_process(workspace):
+    ws, _ = workspace
+    forks = {}
+    for label in ("baseline", "opt1"):
+        png = (ws / label / "timeline.png").read_bytes()
+        width, height = png_size(png)
+        files = json.loads((ws / label / "run.json").read_text())["repeats"][0]["trace_files"]
+        forks[label] = sum(role_of(f["name"]) == "fork" for f in files)
+        rows = len(timeline.intervals([ws / label / "traces" / "compact" / "rep-1"]))
+        assert rows == 1 + forks[label], files  # the trainer and every worker that loaded
+        assert width == 11 * 110 and abs(height - max(2.0, 0.35 * rows + 1.2) * 110) <= 1
+    assert forks["opt1"] > forks["baseline"] >= 2  # 3 workers per epoch against 2
+
+
+def test_html_is_self_contained(workspace):
+    ws, _ = workspace
+    page = (ws / "report.html").read_text()
+    assert page.startswith("<!DOCTYPE html>") and f"<title>dftpass report: {ws.name}</title>" in page
+    links = re.findall(r"""\b(src|href)\s*=\s*["']([^"']*)""", page, re.IGNORECASE)
+    assert [kind for kind, _ in links] == ["src", "src"], links  # the two pictures, nothing else
+    for label, (_, src) in zip(("baseline", "opt1"), links):
+        assert src.startswith("data:image/png;base64,")
+        assert base64.b64decode(src.split(",", 1)[1]) == (ws / label / "timeline.png").read_bytes()
+    for outside in ("<script", "<link", "@import", "url(", "http://", "https://"):
+        assert outside not in page.lower()
+    md_tables = re.findall(r"^\|[-:|]+\|$", (ws / "report.md").read_text(), re.MULTILINE)
+    assert page.count("<table>") == len(md_tables) >= 1 + 1 + 2 * 3  # runs, comparison, per run: >= 3 each
+    assert "<h2>Comparison</h2>" in page and "<h2>Run <code>baseline</code></h2>" in page
+    assert re.search(r'<td class="">baseline</td><td class="num">1</td><td class="num">\d+\.\d\d</td>', page)
+    for label in ("baseline", "opt1"):
+        assert f"overlap of loading and compute: {analysis_of(ws, label)['overlap']['verdict']}" in page
+
+
+def test_report_twice_is_stable(workspace, cli):
+    """The second report reads the saved analyses: the same document (but its date), no new lessons."""
+    ws, err = workspace
+    assert re.search(r"; \d+ new lessons in lessons.md", err)  # the first report found some
+    lessons = (ws / "lessons.md").read_bytes()
+    before = (ws / "report.md").read_text()
+    res = cli("report", ws)
+    assert res.code == 0 and "new lessons" not in res.err, res.err
+    assert (ws / "lessons.md").read_bytes() == lessons
+    after = (ws / "report.md").read_text()
+    dated = re.compile(r"^Generated \S+ ", re.MULTILINE)
+    assert dated.sub("Generated - ", after) == dated.sub("Generated - ", before)
+
+
+def test_report_without_runs_is_a_usage_error(tmp_path, cli):
+    res = cli("report", tmp_path)
+    assert res.code == 2 and "no runs" in res.err and not (tmp_path / "report.md").exists()
+
+
+def test_a_multi_line_command_keeps_its_table_row(tmp_path, cli):
+    """A ``python -c`` script's newline used to end the runs table's row; the next run's row then
+    started no table and to_html looped forever (a subprocess with a timeout, so a hang fails)."""
+    ws = tmp_path / "ws"
+    for label, script in (("baseline", "x = 1\nprint(x)"), ("opt1", "print(2)")):
+        assert cli("trace", "--label", label, "--workspace", ws, "--cwd", tmp_path, "--", PY, "-c", script).code == 0
+    done = subprocess.run([PY, "-m", "dftpass.cli", "report", str(ws)], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    md = (ws / "report.md").read_text()
+    assert re.search(r"^\| baseline \| 1 \| [\d.]+ \| `\S+ -c x = 1 print\(x\)` \| .* \|$", md, re.MULTILINE), md
+    page = (ws / "report.html").read_text()
+    assert '<td class="">baseline</td>' in page and '<td class="">opt1</td>' in page
+
+
+# -- mdhtml.to_html -------------------------------------------------------------------------
+
+def body(markdown: str) -> str:
+    page = to_html(markdown, "t")
+    return page[page.index("<body>\n") + 7:page.index("\n</body>")]
+
+
+def test_headings_paragraphs_and_lists():
+    out = body("# Top\n\n## Second **bold**\n\nsome text\nwrapped on\n\n- one\n* two `code`\n\n#### Four")
+    assert out.split("\n") == [
+        "<h1>Top</h1>",
+        "<h2>Second <strong>bold</strong></h2>",
+        "<p>some text wrapped on</p>",
+        "<ul><li>one</li><li>two <code>code</code></li></ul>",
+        "<h4>Four</h4>",
+    ]
+
+
+def test_pipe_table_right_aligns_numeric_columns():
+    md = "| name | count | share |\n|---|---:|:---:|\n| `a/b` | 3 | 0.5 |\n| **c** | 10 | 1 |"
+    assert body(md) == (
+        "<table><thead><tr><th>name</th><th>count</th><th>share</th></tr></thead><tbody>"
+        '<tr><td class=""><code>a/b</code></td><td class="num">3</td><td class="num">0.5</td></tr>'
+        '<tr><td class=""><strong>c</strong></td><td class="num">10</td><td class="num">1</td></tr>'
+        "</tbody></table>")
+
+
+def test_text_is_escaped_and_images_are_data_uris():
+    png = "data:image/png;base64,iVBORw0KGgo="
+    out = body(f"a < b & `x<y>` and 1 > 0\n\n![timeline of run]({png})")
+    assert out == ("<p>a &lt; b &amp; <code>x&lt;y&gt;</code> and 1 &gt; 0</p>\n"
+                   f'<p><img alt="timeline of run" src="{png}"></p>')
+    assert "<script>" not in body("<script>alert(1)</script>")
+    assert body("<script>alert(1)</script>") == "<p>&lt;script&gt;alert(1)&lt;/script&gt;</p>"
+
+
+def test_page_is_one_document_with_its_title_escaped():
+    page = to_html("text", "report <ws>")
+    assert page.startswith("<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>report &lt;ws&gt;</title>")
+    assert page.rstrip().endswith("</body></html>") and "<style>" in page
+
+
+def test_a_pipe_line_that_starts_no_table_is_a_paragraph():
+    """It used to loop forever (and grow without bound); run in a subprocess so a hang fails."""
+    code = "import sys; from dftpass.analysis.mdhtml import to_html; sys.stdout.write(to_html(sys.stdin.read(), 't'))"
+    done = subprocess.run([sys.executable, "-c", code], input="| a | b\nnot a separator\n\n| last line",
+                          capture_output=True, text=True, timeout=30)
+    assert done.returncode == 0, done.stderr
+    page = done.stdout
+    assert "<p>| a | b not a separator</p>" in page and "<p>| last line</p>" in page
+
+
+# -- timeline.intervals ---------------------------------------------------------------------
+
+T0 = 1_795_000_000_000_000  # us
+
+
+def at(ms: float) -> int:
+    return T0 + round(ms * 1000)
+
+
+def test_intervals_merge_per_process_and_class(tmp_path):
+    """The class events of two processes over 1 s: gaps up to span/2000 = 0.5 ms are closed,
+    per process and class; events of neither class do not count (not even for the span)."""
+    ms = 1000
+    write_trace(tmp_path / "trace-00000000000000aa-app.pfw.gz", pid=100, events=[
+        event("compute", "forward", at(0), 10 * ms, step=1),
+        event("compute", "backward", at(2), 2 * ms, step=1),       # nested: no new interval
+        event("compute", "forward", at(10.2), 9800, step=2),   # 0.2 ms gap: merged
+        event("compute", "forward", at(30), 10 * ms, step=3),      # 10 ms gap: a new interval
+        event("compute", "forward", at(60), 1 * ms, step=4),
+        event("compute", "forward", at(61.8), 200, step=5),   # 0.8 ms gap: kept apart
+        event("data", "item", at(50), 1 * ms, image_idx=1),        # the same process, the other class
+        event("pipeline", "epoch", at(0), 2000 * ms, epoch=1),     # neither class: ignored
+        event("dataloader", "fetch.iter", at(70), 3000 * ms),      # the loop waiting: neither class
+    ])
+    write_trace(tmp_path / "trace-00000000000000bb-fork.pfw.gz", pid=200, events=[
+        event("data", "item", at(0), 5 * ms, image_idx=2),
+        event("data", "item", at(5.1), 2900, image_idx=3),
+        event("POSIX", "read", at(900), 100 * ms, ret=4096),
+        event("POSIX", "write", at(1500), 100 * ms, ret=4096),    # not loading
+    ])
+    got = timeline.intervals([tmp_path])
+
+    def ms_of(key, cls):  # back to ms after the first event (10 us precision: floats of epoch seconds)
+        return [(round((a - T0 / 1e6) * 1e3, 2), round((b - T0 / 1e6) * 1e3, 2)) for a, b in got[key][cls]]
+
+    assert set(got) == {("node1", 100), ("node1", 200)}
+    assert set(got["node1", 100]) == {COMPUTE, LOADING} and set(got["node1", 200]) == {LOADING}
+    assert ms_of(("node1", 100), COMPUTE) == [(0, 20), (30, 40), (60, 61), (61.8, 62)]
+    assert ms_of(("node1", 100), LOADING) == [(50, 51)]
+    assert ms_of(("node1", 200), LOADING) == [(0, 8), (900, 1000)]
+
+
+def test_no_class_events_draw_no_picture(tmp_path):
+    write_trace(tmp_path / "t.pfw.gz", [event("pipeline", "epoch", at(0), 1000, epoch=1)])
+    assert timeline.intervals([tmp_path]) == {} and timeline.plot_png([tmp_path], "t") is None
+
+
+def test_picture_of_hand_made_traces(tmp_path):
+    pytest.importorskip("matplotlib", reason="the timeline picture needs matplotlib")
+    write_trace(tmp_path / "a.pfw.gz", [event("compute", "forward", at(0), 5000, step=1)], pid=1)
+    write_trace(tmp_path / "b.pfw.gz", [event("data", "item", at(1), 2000, image_idx=0)], pid=2)
+    write_trace(tmp_path / "c.pfw.gz", [event("data", "item", at(2), 2000, image_idx=1)], pid=3)
+    png = timeline.plot_png([tmp_path], "three processes")
+    width, height = png_size(png)
+    assert width == 1210 and abs(height - max(2.0, 0.35 * 3 + 1.2) * 110) <= 1
+
+
+def test_a_pipe_inside_a_cell_stays_in_its_cell():
+    from dftpass.analysis.mdhtml import to_html
+    from dftpass.analysis.render import cell
+
+    page = to_html(f"| command | n |\n|---|---:|\n| {cell('python -c a|b')} | 3 |\n", "t")
+    assert "<td class=\"\">python -c a|b</td><td class=\"num\">3</td>" in page
