@@ -70,8 +70,10 @@ def _child_block(node: cst.CSTNode, field: str):
     raise EditError(f"unknown block {field!r}")
 
 
-def resolve(module: cst.Module, path: StmtPath) -> tuple[Entry, list[cst.CSTNode]]:
-    """The statement at ``path``, and the nodes on the way whose body is a one-line suite."""
+def resolve(module: cst.Module, path: StmtPath,
+            chain: set[int] | None = None) -> tuple[Entry, list[cst.CSTNode]]:
+    """The statement at ``path``, and the nodes on the way whose body is a one-line suite.
+    ``chain`` collects the ids of every node from the module down to the statement."""
     block = module
     entry: Entry | None = None
     suites: list[cst.CSTNode] = []
@@ -83,10 +85,14 @@ def resolve(module: cst.Module, path: StmtPath) -> tuple[Entry, list[cst.CSTNode
             block, holder = _child_block(owner, field)
             if isinstance(block, cst.SimpleStatementSuite):
                 suites.append(holder)
+            if chain is not None:
+                chain.update(id(n) for n in (holder, block if not isinstance(block, _Elif) else None) if n is not None)
         entries = _entries(block)
         if index >= len(entries):
             raise EditError(f"path {path} does not exist in the file")
         entry = entries[index]
+        if chain is not None:
+            chain.add(id(entry[0]))
     if entry is None:
         raise EditError("empty path")
     return entry, suites
@@ -153,8 +159,11 @@ class _Apply(cst.CSTTransformer):
                  import_anchor: int) -> None:
         self.by_node: dict[int, list[Edit]] = {}
         self.small: dict[int, dict[int | None, list[Edit]]] = {}
+        #: the nodes on the way to an edit: the transform visits only these, and leaves every
+        #: other subtree as it is (a full visit cost as much again as parsing, on big files)
+        self.keep: set[int] = {id(module)}
         for edit in edits:
-            (node, k), _ = resolve(module, edit_target(edit))
+            (node, k), _ = resolve(module, edit_target(edit), self.keep)
             if isinstance(edit, (WrapStmt, InsertBefore, InsertAfter)):
                 self.small.setdefault(id(node), {}).setdefault(k, []).append(edit)
             else:
@@ -215,7 +224,12 @@ class _Apply(cst.CSTTransformer):
             node, before[0] = _move_leading_lines(node, before[0])
         return [*before, node, *after]
 
+    def on_visit(self, node) -> bool:
+        return id(node) in self.keep
+
     def leave_IndentedBlock(self, original_node, updated_node):
+        if not any(id(s) in self.small for s in original_node.body):
+            return updated_node
         return updated_node.with_changes(body=self._rewrite_block(original_node.body, updated_node.body))
 
     # -- compound statements ----------------------------------------------------------
