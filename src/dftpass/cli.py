@@ -55,7 +55,7 @@ def _add_pipeline_options(p: argparse.ArgumentParser, plugin_pm=None) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from dftpass.commands import analysis, annotate, info, runs
+    from dftpass.commands import analysis, annotate, info, install, runs
 
     # Plugins may add options to the annotation commands; they are found before parsing
     # (entry points only: `plugins.disable` of the configuration cannot be known yet).
@@ -112,6 +112,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=info.cmd_config)
 
     runs.add_parser(sub, _add_config_options)
+    install.add_parser(sub, _add_config_options)
     analysis.add_parsers(sub, _add_config_options)
 
     p = sub.add_parser("plugins", help="the plugins and the passes each contributes")

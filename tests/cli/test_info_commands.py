@@ -54,3 +54,13 @@ def test_detect_reports_frameworks_entries_and_install_flags(cli, torch_basic, p
     assert det["install_flags"] == {"DFTRACER_ENABLE_HIP_TRACING": "ON", "DFTRACER_ENABLE_MPI": "ON",
                                     "DFTRACER_ENABLE_HDF5": "ON"}
     assert det["hip_tracing_needed"] is True and "mpi4py" in det["frameworks"]
+
+
+def test_install_chooses_the_wheel_or_a_source_build_with_flags(cli, torch_basic, project):
+    r = cli("install", torch_basic, "--dry-run")
+    assert r.code == 0 and r.out.strip().endswith("-m pip install dftracer")
+    hpc = project({"a.py": "import mpi4py\nimport h5py\n"}, name="hpc")
+    r = cli("install", hpc, "--dry-run")
+    assert r.out.startswith("DFTRACER_ENABLE_HDF5=ON DFTRACER_ENABLE_MPI=ON ")
+    assert r.out.strip().endswith("-m pip install --no-binary dftracer dftracer")
+    assert "DFTRACER_ENABLE_MPI (MPI)" in r.err

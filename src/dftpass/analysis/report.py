@@ -27,6 +27,20 @@ def _baseline_first(runs: list[RunDir]) -> list[RunDir]:
     return base + [r for r in runs if r.label != "baseline"]
 
 
+def _fill_measured_impacts(analyses: list[dict], comparison: dict | None) -> None:
+    """A proposal a later run applied shows, in the run that proposed it, as applied there
+    with the impact measured between the two runs."""
+    if not comparison:
+        return
+    by_label = {a["label"]: a for a in analyses}
+    for impact in comparison["proposal_impacts"]:
+        proposer = by_label.get(impact["against"])
+        for p in proposer.get("proposals", []) if proposer else []:
+            if p["id"] == impact["proposal"]:
+                p["status"] = f"applied in {impact['run']}"
+                p["actual_app_pct"] = impact["actual_app_pct"]
+
+
 def build(workspace: Path, config, manager, **options) -> tuple[Path, Path, int]:
     """Write ``report.md`` and ``report.html``; returns their paths and the new lessons count."""
     workspace = Path(workspace).resolve()
@@ -35,6 +49,8 @@ def build(workspace: Path, config, manager, **options) -> tuple[Path, Path, int]
         raise LayoutError(f"{workspace}: no runs (folders with run.json); make one with dftpass trace")
     analyses = [load_or_analyze(r.path, config, manager, **options) for r in runs]
     new_lessons = sum(lessons.record(workspace, a) for a in analyses)
+    comparison = compare(analyses).to_dict() if len(analyses) > 1 else None
+    _fill_measured_impacts(analyses, comparison)
 
     pictures: dict[str, bytes] = {}
     for run, analysis in zip(runs, analyses):
@@ -57,8 +73,8 @@ def build(workspace: Path, config, manager, **options) -> tuple[Path, Path, int]
             wall = a["metrics"].get("wall_s")
             out.append(f"| {run.label} | {len(a['repeats'])} | {wall:.2f} | `{cmd}` | {revision} |" if wall else
                        f"| {run.label} | {len(a['repeats'])} | - | `{cmd}` | {revision} |")
-        if len(analyses) > 1:
-            out += ["", "## Comparison", "", render.compare_markdown(compare(analyses).to_dict())]
+        if comparison:
+            out += ["", "## Comparison", "", render.compare_markdown(comparison)]
         for run, a in zip(runs, analyses):
             out += ["", render.markdown(a)]
             if run.label in pictures:

@@ -32,7 +32,7 @@ TARGET = 0.5
 #: the narrowest default bucket (1 us), for traces of zero-length events
 MIN_WIDTH_NS = 1_000
 #: at most about this many bucket pieces of busy time (memory and time of the busy pass)
-PIECE_BUDGET = 20_000_000
+PIECE_BUDGET = 2_000_000
 
 NO_OVERLAP, BELOW_TARGET, TARGET_MET, CANNOT_JUDGE = "no overlap", "below target", "target met", "cannot judge"
 #: compute-bound: loading is short next to compute, so its share of compute stays low, but most
