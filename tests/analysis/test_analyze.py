@@ -115,3 +115,29 @@ def test_a_bare_folder_of_traces_and_bad_files_are_analysed_with_messages(cli, t
 def test_a_missing_run_is_a_usage_error(cli, tmp_path):
     r = cli("analyze", tmp_path / "nothing")
     assert r.code == 2 and "no such run" in r.err
+
+
+def test_workers_started_again_each_epoch_are_seen_in_the_trace():
+    from dftpass.analysis.diagnosis import PERSISTENT, trace_causes
+    from dftpass.traces import ProcessSummary, Summary
+
+    def worker(pid, first_s, last_s):
+        return ProcessSummary("w.pfw.gz", pid, "h", "fork", first_ns=int(first_s * 1e9), last_ns=int(last_s * 1e9))
+
+    two_generations = Summary(processes={("w", p.pid): p for p in [
+        worker(1, 0, 1), worker(2, 0, 1), worker(3, 2, 3), worker(4, 2, 3)]})
+    [cause] = trace_causes(two_generations, "run")
+    assert cause.id == PERSISTENT and "4 DataLoader worker processes over the run, at most 2 at a time" in cause.message
+    persistent = Summary(processes={("w", p.pid): p for p in [worker(1, 0, 3), worker(2, 0, 3)]})
+    assert trace_causes(persistent, "run") == []
+
+
+def test_a_data_dir_that_traced_no_io_is_reported(cli, tmp_path):
+    run = tmp_path / "ws" / "r"
+    write_trace(run / "traces" / "raw" / "rep-1" / "trace-0123456789abcdef-app.pfw.gz",
+                [event("compute", "forward", T0, 100)])
+    (run / "run.json").write_text(json.dumps({"label": "r", "created": "x", "repeats": [
+        {"repeat": 1, "wall_s": 1.0, "command": [], "cwd": None,
+         "environment": {"DFTRACER_DATA_DIR": "/abs/data"}}]}))
+    msgs = [f["message"] for f in analyze(cli, run)["findings"] if f["rule"] == "ML-R15"]
+    assert any("DFTRACER_DATA_DIR=/abs/data but no file I/O was traced" in m and "relative path" in m for m in msgs)

@@ -36,6 +36,30 @@ class Cause:
         return f"{self.path}:{self.line}"
 
 
+def trace_causes(summary, label: str) -> list[Cause]:
+    """Causes the trace itself shows: worker processes that came and went during the run
+    (more workers over the run than ever ran at once: they were started again, each epoch)."""
+    workers: dict[tuple, tuple[int, int]] = {}
+    for p in summary.workers():
+        if p.first_ns is None or p.last_ns is None:
+            continue
+        key = (p.host, p.pid)
+        first, last = workers.get(key, (p.first_ns, p.last_ns))
+        workers[key] = (min(first, p.first_ns), max(last, p.last_ns))
+    if len(workers) < 2:
+        return []
+    edges = sorted([(a, 1) for a, _ in workers.values()] + [(b, -1) for _, b in workers.values()])
+    running = most = 0
+    for _, step in edges:
+        running += step
+        most = max(most, running)
+    if len(workers) <= most:
+        return []
+    return [Cause(PERSISTENT, label, 0,
+                  f"{len(workers)} DataLoader worker processes over the run, at most {most} at a time: workers "
+                  "are started again (each epoch), and every new worker's first batches stall the loop")]
+
+
 def _is_literal(text: str | None, *values: str) -> bool:
     return text is not None and text in values
 

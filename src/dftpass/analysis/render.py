@@ -54,9 +54,9 @@ def text(a: dict, top: int = 12) -> str:
                      f"{1e3 * r['p99_s']:>10.2f}")
     procs = a.get("process_table", [])
     if procs:
-        lines += ["", f"  {'process':<22}{'role':<8}{'events':>8}{'busy s':>9}{'span s':>9}{'bytes':>11}"]
+        lines += ["", f"  {'process':<22}{'role':<8}{'events':>8}{'in events s':>13}{'span s':>9}{'bytes':>11}"]
         for p in procs[:8]:
-            lines.append(f"  {'pid ' + str(p['pid']):<22}{p['role'] or '-':<8}{p['events']:>8}{p['busy_s']:>9.3f}"
+            lines.append(f"  {'pid ' + str(p['pid']):<22}{p['role'] or '-':<8}{p['events']:>8}{p['busy_s']:>13.3f}"
                          f"{p['span_s']:>9.3f}{human_bytes(p['bytes']):>11}")
         if len(procs) > 8:
             lines.append(f"  ... {len(procs) - 8} more processes (--json lists all)")
@@ -101,7 +101,8 @@ def markdown(a: dict) -> str:
             f"{1e3 * r['p50_s']:.2f} | {1e3 * r['p99_s']:.2f} | {human_bytes(r['bytes']) if r['bytes'] else ''} |"
             for r in a["top"]]
     if a.get("process_table"):
-        out += ["", "| process | role | host | events | busy s | span s | bytes | read B/s | IOPS | metadata ops |",
+        out += ["", "Time in events sums nested events (a step inside an epoch counts in both).", "",
+                "| process | role | host | events | in events s | span s | bytes | read B/s | IOPS | metadata ops |",
                 "|---|---|---|---:|---:|---:|---:|---:|---:|---:|"]
         out += [f"| {p['pid']} (`{p['file']}`) | {p['role'] or '-'} | {p['host'] or '-'} | {p['events']} | "
                 f"{p['busy_s']:.3f} | {p['span_s']:.3f} | {human_bytes(p['bytes'])} | "

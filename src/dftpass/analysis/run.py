@@ -15,7 +15,7 @@ from typing import Any
 
 import attrs
 
-from dftpass.analysis.diagnosis import Cause, find_causes
+from dftpass.analysis.diagnosis import Cause, find_causes, trace_causes
 from dftpass.analysis.metrics import METRICS, shares
 from dftpass.analysis.proposals import Proposal, Verdict, propose
 from dftpass.core import emitter as E
@@ -148,12 +148,12 @@ def analyze_path(path: Path, config: Config, manager: PassManager, *, project: P
     manager.run(ctx, pipeline)
     traces = ctx.analysis("traces")
     overlap = traces.primary.analysis.overlap
-    causes: list[Cause] = []
+    causes: list[Cause] = trace_causes(traces.primary.analysis.summary, run.label)
     gpu = False
     if proj.files:
         loops = ctx.analysis("loops")
-        causes = find_causes(ctx.analysis("callgraph"), loops, loops.options.loader_factories,
-                             workers_traced=bool(overlap.loading_workers) if overlap else None)
+        causes += find_causes(ctx.analysis("callgraph"), loops, loops.options.loader_factories,
+                              workers_traced=bool(overlap.loading_workers) if overlap else None)
         det = ctx.analysis("frameworks")
         gpu = det.cuda or det.hip_in_code
     by_cause: dict[str, list[str]] = {}

@@ -51,6 +51,7 @@ class TraceCategories(Pass):
         ``comm``, ``device`` and ``other`` where the annotated source uses those nodes.
         ``data.io.*``, ``checkpoint.io.*`` and ``other.io.*`` events must carry
         ``image_size`` (bytes moved). Each gap names the rule that should have produced it.
+        A run made with ``--data-dir`` that traced no file I/O is reported too.
 
     Why:
         A category missing from the trace is a blind spot: no data events means the time
@@ -91,6 +92,12 @@ class TraceCategories(Pass):
             ctx.report(Finding(self.id, f"no '{cat}' events in the trace{hint}: look at {PRODUCERS.get(cat, '?')}"
                                " (not applied, or its region never ran in a traced process)", where,
                                severity=severity))
+        data_dir = run.primary.record.get("environment", {}).get(E.ENV_DATA_DIR)
+        if data_dir and not any(cat in E.TRACE_SYSCALL_CATS for cat in present):
+            ctx.report(Finding(self.id, f"{E.ENV_DATA_DIR}={data_dir} but no file I/O was traced: dftracer matches "
+                               "its prefixes against the paths as the program opens them, so a relative path "
+                               "(../data/x.npy) does not match an absolute prefix; give the program absolute "
+                               "paths, or add the relative prefix (or 'all')", where, severity=Severity.WARNING))
         for (cat, name), stats in sorted(summary.by_key.items()):
             if ".io." in name and cat in IO_RULES and stats.count and not stats.bytes:
                 ctx.report(Finding(self.id, f"{stats.count} '{name}' events carry no image_size: pass the bytes "

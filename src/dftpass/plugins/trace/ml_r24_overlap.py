@@ -53,8 +53,12 @@ class ComputeLoaderOverlap(Pass):
         stall = overlap.fetch_stall_share
         stall_text = f"; the batch loop waited for data {stall:.1%} of its time" if stall is not None else ""
         ctx.report(Finding(self.id, f"{overlap.verdict}: {overlap.reason}{stall_text}", where, severity=severity))
-        if overlap.verdict in (NO_OVERLAP, BELOW_TARGET, CANNOT_JUDGE) and ctx.project.files:
-            for cause in self.causes(ctx, overlap):
+        if overlap.verdict in (NO_OVERLAP, BELOW_TARGET, CANNOT_JUDGE):
+            from dftpass.analysis.diagnosis import trace_causes
+
+            causes = trace_causes(run.primary.analysis.summary, where)
+            causes += self.causes(ctx, overlap) if ctx.project.files else []
+            for cause in causes:
                 ctx.report(Finding(self.id, f"{cause.id}: {cause.message}", cause.path, cause.line,
                                    severity=Severity.WARNING))
 
