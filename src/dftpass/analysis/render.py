@@ -175,12 +175,17 @@ def compare_text(cmp: dict, color: bool = False) -> str:
     lines += ["", f"+ improved, - regressed (beyond ±{cmp['threshold_pct']:.0f}% in the metric's direction), "
                   "= neutral, ~ within the spread between repeats"]
     lines += [""] + cmp["verdicts"]
-    for imp in cmp["proposal_impacts"]:
-        est = "-" if imp["estimated_app_pct"] is None else f"{imp['estimated_app_pct']:.1f}%"
-        act = "-" if imp["actual_app_pct"] is None else f"{imp['actual_app_pct']:.1f}%"
-        lines.append(f"proposal {imp['proposal']} in {imp['run']} (against {imp['against']}): estimated {est} of "
-                     f"wall time, measured {act}")
+    lines += [impact_line(imp) for imp in cmp["proposal_impacts"]]
     return "\n".join(lines)
+
+
+def impact_line(imp: dict, code: str = "") -> str:
+    """One applied proposal: its estimated and its measured share of wall time."""
+    est = "-" if imp["estimated_app_pct"] is None else f"{imp['estimated_app_pct']:.1f}%"
+    act = "-" if imp["actual_app_pct"] is None else f"{imp['actual_app_pct']:.1f}%"
+    q = code
+    return (f"proposal {q}{imp['proposal']}{q} in {q}{imp['run']}{q} (against {q}{imp['against']}{q}): "
+            f"estimated {est} of wall time, measured {act}")
 
 
 _BADGE = {"improved": "🟢", "regressed": "🔴", "neutral": "⚪", "info": ""}
@@ -201,9 +206,5 @@ def compare_markdown(cmp: dict) -> str:
     out += ["", f"🟢 improved, 🔴 regressed beyond ±{cmp['threshold_pct']:.0f}% (lower time, higher bandwidth is "
                 "better), ⚪ within ±5%.", ""]
     out += [f"- {v}" for v in cmp["verdicts"]]
-    for imp in cmp["proposal_impacts"]:
-        est = "-" if imp["estimated_app_pct"] is None else f"{imp['estimated_app_pct']:.1f}%"
-        act = "-" if imp["actual_app_pct"] is None else f"{imp['actual_app_pct']:.1f}%"
-        out.append(f"- proposal `{imp['proposal']}` in `{imp['run']}` (against `{imp['against']}`): estimated {est} "
-                   f"of wall time, measured {act}")
+    out += [f"- {impact_line(imp, code='`')}" for imp in cmp["proposal_impacts"]]
     return "\n".join(out)
