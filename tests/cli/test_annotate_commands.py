@@ -152,3 +152,9 @@ def test_logs_are_structured_json_with_log_format_json(cli, torch_basic, tmp_pat
     assert read["files"] == 5 and read["level"] == "info" and "timestamp" in read
     quiet = cli("run", torch_basic, "--out", tmp_path / "q")
     assert not any(line.startswith("{") for line in quiet.err.splitlines())
+
+
+def test_jobs_2_writes_exactly_what_jobs_1_writes(cli, torch_basic, tmp_path):
+    assert cli("run", torch_basic, "--out", tmp_path / "one", "--jobs", "1").code == 0
+    assert cli("run", torch_basic, "--out", tmp_path / "two", "--jobs", "2").code == 0
+    assert tree_bytes(tmp_path / "one") == tree_bytes(tmp_path / "two")
