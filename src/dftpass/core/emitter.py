@@ -66,6 +66,8 @@ def event(node: str, suffix: str = "") -> tuple[str, str]:
 
 # -- runtime environment (what `dftpass trace` sets) -------------------------------------
 
+#: every dftracer environment variable starts with this
+ENV_PREFIX = "DFTRACER_"
 ENV_ENABLE = "DFTRACER_ENABLE"
 ENV_METADATA = "DFTRACER_INC_METADATA"
 ENV_LOG_FILE = "DFTRACER_LOG_FILE"

@@ -30,7 +30,7 @@ from dftpass.runs.layout import RunDir, run_dir
 log = structlog.get_logger("dftpass")
 
 #: environment worth recording: what changes how a training job runs
-_ENV_PREFIXES = ("DFTRACER_", "OMP_", "MKL_", "CUDA_", "HIP_", "ROCR_", "NCCL_", "TORCH_", "PYTORCH_",
+_ENV_PREFIXES = (emitter.ENV_PREFIX, "OMP_", "MKL_", "CUDA_", "HIP_", "ROCR_", "NCCL_", "TORCH_", "PYTORCH_",
                  "SLURM_", "FLUX_", "MASTER_", "WORLD_SIZE", "RANK", "LOCAL_RANK", "LD_PRELOAD", "PYTHONPATH")
 
 
@@ -122,7 +122,7 @@ def trace(workspace: Path, label: str, command: Sequence[str], *, cwd: Path | No
         command[0] = os.path.abspath(command[0])  # relative to where dftpass runs, not to --cwd
     base_env = dict(os.environ if env is None else env)
     for key in list(base_env):
-        if key.startswith("DFTRACER_") and key not in (emitter.ENV_DATA_DIR, emitter.ENV_INIT,
+        if key.startswith(emitter.ENV_PREFIX) and key not in (emitter.ENV_DATA_DIR, emitter.ENV_INIT,
                                                         emitter.ENV_TIME_METRIC, emitter.ENV_AGGREGATION,
                                                         emitter.ENV_AGGREGATION_TYPE):
             del base_env[key]  # a stale DFTRACER_LOG_FILE must not send traces elsewhere

@@ -6,15 +6,21 @@ from dftpass.core import emitter as E
 from dftpass.core.findings import Finding, Severity
 from dftpass.core.passes import Pass, PassKind
 
+def _cat(node: str) -> str:
+    return E.NODES[node][0]
+
+
 #: category -> the rules that produce its events (what to look at when it is missing)
 PRODUCERS = {
-    "ai_root": "ML-R1", "pipeline": "ML-R2/ML-R3", "compute": "ML-R7/ML-R4", "data": "ML-R9",
-    "dataloader": "ML-R6", "checkpoint": "ML-R18", "comm": "ML-R5", "device": "ML-R17", "other": "ML-R27",
+    _cat(""): "ML-R1", _cat("pipeline.train"): "ML-R2/ML-R3", _cat("compute"): "ML-R7/ML-R4",
+    _cat("data.item"): "ML-R9", _cat("dataloader.fetch"): "ML-R6", _cat("checkpoint.capture"): "ML-R18",
+    _cat("comm.barrier"): "ML-R5", _cat("device.transfer"): "ML-R17", _cat("other.log"): "ML-R27",
 }
-ALWAYS = ("ai_root", "pipeline", "compute", "data", "dataloader")
+#: categories every annotated training program produces
+ALWAYS = tuple(_cat(n) for n in ("", "pipeline.train", "compute", "data.item", "dataloader.fetch"))
 #: io regions whose events must carry image_size, and the rule that emits them
-IO_RULES = {"data": "ML-R25", "checkpoint": "ML-R26", "other": "ML-R27"}
-
+IO_RULES = {_cat("data.io.read"): "ML-R25", _cat("checkpoint.io.read"): "ML-R26", _cat("other.io.read"): "ML-R27"}
+CHECKPOINT = _cat("checkpoint.capture")
 
 def categories_in_code(project) -> set[str]:
     """Categories of the ``ai`` nodes the project's (annotated) source uses."""
@@ -87,8 +93,8 @@ class TraceCategories(Pass):
         for cat in expected:
             if cat in present:
                 continue
-            severity = Severity.INFO if cat == "checkpoint" else Severity.WARNING
-            hint = " (fine if checkpointing was off in this run)" if cat == "checkpoint" else ""
+            severity = Severity.INFO if cat == CHECKPOINT else Severity.WARNING
+            hint = " (fine if checkpointing was off in this run)" if cat == CHECKPOINT else ""
             ctx.report(Finding(self.id, f"no '{cat}' events in the trace{hint}: look at {PRODUCERS.get(cat, '?')}"
                                " (not applied, or its region never ran in a traced process)", where,
                                severity=severity))
