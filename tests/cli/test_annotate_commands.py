@@ -158,3 +158,12 @@ def test_jobs_2_writes_exactly_what_jobs_1_writes(cli, torch_basic, tmp_path):
     assert cli("run", torch_basic, "--out", tmp_path / "one", "--jobs", "1").code == 0
     assert cli("run", torch_basic, "--out", tmp_path / "two", "--jobs", "2").code == 0
     assert tree_bytes(tmp_path / "one") == tree_bytes(tmp_path / "two")
+
+
+def test_a_training_project_without_an_entry_is_told_so(cli, project):
+    root = project({"lib.py": "import torch\n\n\ndef train(model, loader):\n    for x in loader:\n        model(x)\n"})
+    r = cli("plan", root)
+    assert "ML-R1 no program entry found" in r.err and "warning" in r.err
+    plain = project({"util.py": "def f():\n    return 1\n"}, name="plain")
+    assert "no program entry" not in cli("plan", plain).err  # a note, shown with -v only
+    assert "no program entry" in cli("-v", "plan", plain).err

@@ -46,7 +46,7 @@ class ProgramLifecycle(Pass):
     id = "ML-R1"
     title = "Program lifecycle"
     kind = PassKind.TRANSFORM
-    requires = ("callgraph",)
+    requires = ("callgraph", "frameworks")
     tags = ("lifecycle",)
 
     VALID = [
@@ -78,6 +78,12 @@ class ProgramLifecycle(Pass):
 
     def run(self, ctx) -> None:
         graph = ctx.analysis("callgraph")
+        if not graph.entries:
+            ml = "ml" in ctx.analysis("frameworks").names
+            ctx.report(Finding(self.id, "no program entry found (no `if __name__ == \"__main__\":` block, no console "
+                               "script in pyproject.toml/setup.cfg/setup.py): nothing will initialize tracing, and "
+                               "the traces of a run would stay empty; add an entry block to the script you run",
+                               severity=Severity.WARNING if ml else Severity.INFO))
         guarded_targets = {e.function for e in graph.entries if e.kind == "main-guard" and e.function}
         for entry in graph.entries:
             if entry.kind == "console-script" and entry.function in guarded_targets:
