@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import sys
-from pathlib import Path
 
 import structlog
 
@@ -120,7 +119,3 @@ def cmd_validate(args: argparse.Namespace) -> int:
     else:
         _findings_out(args, result, _rule_titles())
     return _exit_code(result, strict_warnings=True)
-
-
-def project_root(path: Path) -> Path:
-    return path.resolve()

@@ -73,9 +73,6 @@ class RunContext:
         self._cache[pass_id] = result
         return result
 
-    def has_analysis(self, pass_id: str) -> bool:
-        return pass_id in self._cache
-
     # -- per-file --------------------------------------------------------------------------
     def summary(self, relpath: str):
         return self.project.files[relpath].summary

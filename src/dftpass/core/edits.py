@@ -17,8 +17,6 @@ applies them with libcst.
 
 from __future__ import annotations
 
-from typing import Union
-
 import attrs
 
 from dftpass.core.summary import StmtPath
@@ -79,9 +77,6 @@ class InsertBefore(Edit):
 class InsertAfter(Edit):
     stmt: StmtPath
     code: str
-
-
-AnyEdit = Union[Decorate, WrapBody, WrapIter, Enumerate, WrapStmt, InsertBefore, InsertAfter]
 
 
 def edit_target(edit: Edit) -> StmtPath:

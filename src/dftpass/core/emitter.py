@@ -95,10 +95,6 @@ def traced_env(log_prefix: str, data_dir: str | None = None) -> dict[str, str]:
     return env
 
 
-def disabled_env() -> dict[str, str]:
-    return {ENV_ENABLE: "0"}
-
-
 # -- names in one file --------------------------------------------------------------------
 
 #: local names dftpass introduces, with fallbacks when the file already uses the name
@@ -160,10 +156,6 @@ class FileNames:
 
     def decorator(self, path: str) -> str:
         return self.node(path)
-
-    def wrap_iter(self, path: str, inner: str, include_iter: bool = True) -> str:
-        extra = "" if include_iter else ", include_iter=False"
-        return f"{self.node(path)}.iter({inner}{extra})"
 
     def iter_callee(self, path: str) -> str:
         return f"{self.node(path)}.iter"
@@ -241,10 +233,6 @@ def is_node(fs: FileSummary, text: str | None, path: str, method: str = "") -> b
         return False
     want = ".".join(p for p in (path, method) if p)
     return found == want
-
-
-def mentions_dftracer(fs: FileSummary, text: str | None) -> bool:
-    return recognize(fs, text) is not None
 
 
 def is_initialize(fs: FileSummary, callee: str) -> bool:

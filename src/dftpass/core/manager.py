@@ -30,7 +30,7 @@ import pluggy
 import structlog
 
 from dftpass.core import hookspecs
-from dftpass.core.config import Config, ConfigError, Value, matches, rule_selected
+from dftpass.core.config import Config, ConfigError, Value, rule_selected
 from dftpass.core.context import PassTiming, RunContext
 from dftpass.core.passes import Pass, PassKind, option_fields
 
@@ -289,7 +289,3 @@ def _coerce(field: attrs.Attribute, value: Value, where: str, pass_id: str):
         expected = getattr(t, "__name__", str(t))
         raise ConfigError(f"{where}: {name} must be {expected}, got {value.value!r}")
     return v
-
-
-def pattern_matches_any(pattern: str, passes: Iterable[type[Pass]]) -> bool:
-    return any(matches(pattern, c.id, c.tags) for c in passes)

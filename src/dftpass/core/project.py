@@ -214,9 +214,6 @@ class Project:
     def problems(self) -> list[Finding]:
         return [f.problem for f in self.files.values() if f.problem is not None]
 
-    def by_module(self) -> dict[str, str]:
-        return {f.module: f.relpath for f in self.files.values()}
-
     def console_scripts(self) -> list[tuple[str, str, str]]:
         """``(name, module, function)`` for every console script the project declares."""
         out: list[tuple[str, str, str]] = []
