@@ -25,8 +25,11 @@ from dftpass.core.pipeline import AnnotateResult, annotate
 
 def rule_config(rule_id: str, options: dict | None = None) -> Config:
     src = Source("test")
+    # a rule's examples are snippets: they test the rule, not whether the snippet is a
+    # program or a library (tests/core/test_programs.py does that)
     values = {"rules.select": Value([rule_id], src),
-              "plugins.disable": Value([], src)}
+              "plugins.disable": Value([], src),
+              "project.kind": Value("program", src)}
     for key, value in (options or {}).items():
         values[f"rules.options.{rule_id}.{key}"] = Value(value, src)
     return Config(values=values)

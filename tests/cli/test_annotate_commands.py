@@ -163,7 +163,10 @@ def test_jobs_2_writes_exactly_what_jobs_1_writes(cli, torch_basic, tmp_path):
 def test_a_training_project_without_an_entry_is_told_so(cli, project):
     root = project({"lib.py": "import torch\n\n\ndef train(model, loader):\n    for x in loader:\n        model(x)\n"})
     r = cli("plan", root)
-    assert "ML-R1 no program entry found" in r.err and "warning" in r.err
+    assert "treated as a library: no program entry" in r.err and "warning" in r.err
+    assert r.out == ""  # no AI regions on a library
+    forced = cli("plan", root, "--set", "project.kind=program")
+    assert "ML-R6 batch loop" in forced.out
     plain = project({"util.py": "def f():\n    return 1\n"}, name="plain")
     assert "no program entry" not in cli("plan", plain).err  # a note, shown with -v only
     assert "no program entry" in cli("-v", "plan", plain).err

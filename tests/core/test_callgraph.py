@@ -7,13 +7,15 @@ from dftpass.core.callgraph import build_callgraph
 from dftpass.core.config import DEFAULT_EXCLUDE
 from dftpass.core.loops import LoopAnalysis, LoopOptions
 from dftpass.core.project import Project
+from dftpass.plugins.knowledge import does_step, resolution_hints
 
 
 def analyse(root):
     project = Project.discover(root, ["**/*.py"], DEFAULT_EXCLUDE)
     project.load(max_bytes=1_000_000)
-    graph = build_callgraph(project.summaries(), project.console_scripts())
-    return graph, LoopAnalysis(graph, LoopOptions(), emitter.recognize).run()
+    graph = build_callgraph(project.summaries(), project.console_scripts(), resolution_hints())
+    return graph, LoopAnalysis(graph, LoopOptions(), emitter.recognize,
+                               lambda function_id, loops: does_step(graph, function_id, loops)).run()
 
 
 PKG = {

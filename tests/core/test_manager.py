@@ -107,7 +107,7 @@ def test_framework_gate_skips_a_pass_and_says_why(project):
 
 def test_passes_filter_restricts_the_pipeline(project):
     root = project({"a.py": "def f(loader):\n    for b in loader:\n        pass\n"})
-    manager = PassManager(config())
+    manager = PassManager(config(project__kind="program"))
     result = annotate(root, manager.config, "plan", passes=["ML-R6"], manager=manager, jobs=1)
     assert [p for p in result.pipeline if p.startswith("ML-")] == ["ML-R6"]
     assert {e.rule for _, e in result.edits()} == {"ML-R6"}
@@ -142,6 +142,7 @@ def test_per_path_override_switches_a_rule_off_for_some_files(project):
         "legacy/b.py": "def g(loader):\n    for b in loader:\n        pass\n",
     }
     root = project(files)
-    manager = PassManager(config(rules__per_path=[{"paths": ["legacy/**"], "ignore": ["ML-R6"]}]))
+    manager = PassManager(config(rules__per_path=[{"paths": ["legacy/**"], "ignore": ["ML-R6"]}],
+                                 project__kind="program"))
     result = annotate(root, manager.config, "plan", passes=["ML-R6"], manager=manager, jobs=1)
     assert {rel for rel, _ in result.edits()} == {"a.py"}

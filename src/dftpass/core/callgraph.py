@@ -2,45 +2,81 @@
 
 Nodes are function ids ``"relpath::qualname"`` (``"engine.py::train_one_epoch"``,
 ``"model.py::Net.forward"``, ``"train.py::<module>"`` for module-level code). An edge
-``caller -> callee`` carries the call sites. Resolution is deliberately modest and
-predictable:
+``caller -> callee`` has a ``kind``:
 
-* ``f()`` -> a function or class defined in the same module, or imported from a project
-  module (``from .engine import f``, ``import pkg.engine as e; e.f()``);
-* ``self.m()`` -> method ``m`` of the enclosing class or of a project base class;
-* ``x.m()`` where ``x = SomeProjectClass(...)`` in the same function, or ``self.x.m()``
-  where ``self.x = SomeProjectClass(...)`` in the class -> ``SomeProjectClass.m``;
-* calling an instance of a project class -> its ``__call__``, or ``forward`` for a
-  ``torch.nn.Module``; calling a class -> its ``__init__`` (and an *instantiation*).
+* ``call``: ``f()`` -> a function or class (its ``__init__``) defined in the same module or
+  imported from a project module; ``self.m()`` -> ``m`` of the class, its bases, and the
+  subclasses that override it (dynamic dispatch); ``super().m()``; and, in a second pass,
+  ``x.m()`` / ``x()`` wherever :mod:`dftpass.core.values` can tell what ``x`` holds
+  (a factory's product, a singleton, an attribute set from a parameter);
+* ``import``: importing a project module runs its top level; ``include``: so does
+  ``exec(open("configurator.py").read())``;
+* ``ref``: a project function passed as a value (``fire.Fire(main)``, ``collate_fn=f``,
+  ``atexit.register(f)``): it may run in this process.
 
-Everything else (library calls, dynamic dispatch) stays unresolved: passes match library
-calls by their qualified dotted name (:meth:`CallGraph.qualify`).
+A function handed to a process launcher (``mp.spawn(main_worker)``,
+``Process(target=run)``, ``worker_init_fn=``) runs in *another* process: it is no edge but
+a :attr:`CallGraph.spawns` record, and a program entry of its own.
+
+Modules are found the way Python would find them from the importing file: its own folder
+when it is a script, then its ancestors, the project root and ``src/``; folders without
+``__init__.py`` (namespace packages, script-relative imports) link too.
+
+Module-level code inside ``if __name__ == "__main__":`` runs only when that file is the
+program: edges from such code carry ``guard=True`` and :meth:`CallGraph.program_reach`
+follows them only out of the program's own file.
 """
 
 from __future__ import annotations
 
+import posixpath
 from typing import Any, Iterable, Iterator
 
 import attrs
 
+from dftpass.core import emitter
 from dftpass.core.summary import MODULE_SCOPE, CallSite, ClassSummary, FileSummary, FunctionSummary
+from dftpass.core.values import ValueHints, Values, classes
+
 
 def fid(relpath: str, qualname: str) -> str:
     return f"{relpath}::{qualname}"
 
 
 @attrs.define
-class Entry:
-    """A program entry point."""
+class ResolutionHints:
+    """Library knowledge the resolution needs; filled by :mod:`dftpass.plugins.knowledge`."""
 
-    kind: str  # "main-guard" | "console-script"
+    #: last names of calls that run a function in a new process (``spawn``, ``Process``)
+    process_launchers: frozenset[str] = frozenset()
+    #: keywords whose function runs in other processes (``worker_init_fn``)
+    process_keywords: frozenset[str] = frozenset()
+    #: base classes (qualified, or matched on their last components) of torch-style modules
+    module_bases: tuple[str, ...] = ()
+    #: qualified prefixes whose classes are modules (``torch.nn.``: ``nn.Transformer``)
+    module_base_prefixes: tuple[str, ...] = ()
+    values: ValueHints = attrs.field(factory=ValueHints)
+
+
+@attrs.define
+class Entry:
+    """A way the program starts: one process runs from here."""
+
+    #: "main-guard" | "console-script" | "module-script" | "process-target"
+    kind: str
     relpath: str
     line: int
     #: the guard's index in FileSummary.main_guards (main-guard entries)
     guard: int | None = None
-    #: the project function the entry runs (the guard's first project call, or the script target)
+    #: the project function the entry runs: a console-script or process target; for a
+    #: main guard, the one function its single statement runs (``sys.exit(main())``)
     function: str | None = None
+    #: the console script's name, or the launcher's text for a process target
     name: str = ""
+
+    @property
+    def key(self) -> str:
+        return f"{self.kind}:{self.relpath}:{self.line}"
 
 
 @attrs.define
@@ -49,14 +85,24 @@ class CallGraph:
     files: dict[str, FileSummary]
     functions: dict[str, tuple[FileSummary, FunctionSummary]]
     classes: dict[str, tuple[FileSummary, ClassSummary]]
-    modules: dict[str, str]  # module name -> relpath
+    #: every plausible module name -> the files it may name (see :meth:`module_file`)
+    modules: dict[str, list[str]]
     #: class id -> ids of the functions that instantiate it
     instantiated_in: dict[str, set[str]]
     entries: list[Entry]
-    #: (caller id, call index) -> callee id, for every resolved call
-    resolved: dict[tuple[str, int], str]
+    #: (caller id, call index) -> the callee ids it may run
+    resolved: dict[tuple[str, int], tuple[str, ...]]
+    #: (caller id, call index, target function id) for functions run in another process
+    spawns: list[tuple[str, int, str]] = attrs.field(factory=list)
+    hints: ResolutionHints = attrs.field(factory=ResolutionHints)
     #: relpath -> names defined at the top of the module: name -> function or class id
     _top: dict[str, dict[str, str]] = attrs.field(factory=dict)
+    _subclasses: dict[str, list[str]] = attrs.field(factory=dict)
+    _methods: dict[str, list[str]] = attrs.field(factory=dict)
+    _sites: dict[str, list[tuple[str, int]]] = attrs.field(factory=dict)
+    _module_cache: dict[tuple[str, str], str | None] = attrs.field(factory=dict)
+    _mro_cache: dict[str, list[str]] = attrs.field(factory=dict)
+    values: Values | None = None
 
     # -- queries ---------------------------------------------------------------------------
     def fn(self, function_id: str) -> FunctionSummary:
@@ -78,20 +124,35 @@ class CallGraph:
 
         return nx.descendants(self.graph, function_id)
 
-    def call_target(self, caller: str, call_index: int) -> str | None:
-        return self.resolved.get((caller, call_index))
+    def targets(self, caller: str, call_index: int) -> tuple[str, ...]:
+        return self.resolved.get((caller, call_index), ())
 
-    def calls_with_targets(self, caller: str) -> Iterator[tuple[CallSite, str | None]]:
+    def call_target(self, caller: str, call_index: int) -> str | None:
+        found = self.resolved.get((caller, call_index))
+        return found[0] if found else None
+
+    def calls_with_targets(self, caller: str) -> Iterator[tuple[CallSite, tuple[str, ...]]]:
         fn = self.fn(caller)
         for i, call in enumerate(fn.calls):
-            yield call, self.resolved.get((caller, i))
+            yield call, self.resolved.get((caller, i), ())
 
     def call_sites_of(self, callee: str) -> Iterator[tuple[str, CallSite]]:
         """Every resolved call of ``callee``: (caller id, call site)."""
-        for caller in self.callers(callee):
-            for i, call in enumerate(self.fn(caller).calls):
-                if self.resolved.get((caller, i)) == callee:
-                    yield caller, call
+        for caller, i in self._sites.get(callee, ()):
+            yield caller, self.fn(caller).calls[i]
+
+    def call_in(self, function_id: str, callee: str) -> CallSite | None:
+        """The first call of ``callee`` (dotted text) in the function."""
+        for call in self.fn(function_id).calls:
+            if call.callee == callee:
+                return call
+        return None
+
+    def module_scope_id(self, fs: FileSummary) -> str:
+        return fid(fs.relpath, MODULE_SCOPE)
+
+    def top_names(self, relpath: str) -> dict[str, str]:
+        return self._top.get(relpath, {})
 
     def qualify(self, fs: FileSummary, text: str | None) -> str:
         """Expand the first name of a dotted text through the file's imports:
@@ -105,12 +166,32 @@ class CallGraph:
         suffix = "()" if head.endswith("()") else ""
         return base + suffix + ("." + rest if rest else "")
 
+    # -- classes -----------------------------------------------------------------------------
+    def class_id(self, fs: FileSummary, qualname: str) -> str:
+        return fid(fs.relpath, qualname)
+
     def class_of_method(self, function_id: str) -> str | None:
         fs, fn = self.functions[function_id]
         return fid(fs.relpath, fn.cls) if fn.cls else None
 
+    def is_bound_method(self, function_id: str) -> bool:
+        """A method called through an instance or class: its first parameter is bound."""
+        fn = self.fn(function_id)
+        return bool(fn.cls) and fn.positional[:1] in (("self",), ("cls",)) and \
+            not any(d.rsplit(".", 1)[-1] == "staticmethod" for d in fn.decorators)
+
+    def enclosing_function(self, function_id: str) -> str | None:
+        """The function a nested function is defined in (its closure), if any."""
+        fs, fn = self.functions[function_id]
+        if ".<locals>." not in fn.qualname:
+            return None
+        parent = fid(fs.relpath, fn.qualname.rsplit(".<locals>.", 1)[0])
+        return parent if parent in self.functions else None
+
     def mro(self, class_id: str) -> list[str]:
         """The class and its project base classes, nearest first (depth-first, no duplicates)."""
+        if class_id in self._mro_cache:
+            return self._mro_cache[class_id]
         seen: list[str] = []
         stack = [class_id]
         while stack:
@@ -123,7 +204,22 @@ class CallGraph:
                 target = self._resolve_name(fs, base)
                 if target and target in self.classes:
                     stack.append(target)
+        self._mro_cache[class_id] = seen
         return seen
+
+    def subclasses(self, class_id: str) -> list[str]:
+        """Project classes that derive from ``class_id``, directly or not."""
+        out: list[str] = []
+        stack = list(self._subclasses.get(class_id, ()))
+        while stack:
+            cid = stack.pop()
+            if cid not in out and cid != class_id:
+                out.append(cid)
+                stack.extend(self._subclasses.get(cid, ()))
+        return out
+
+    def methods_of(self, class_id: str) -> list[str]:
+        return self._methods.get(class_id, [])
 
     def external_bases(self, class_id: str) -> set[str]:
         """Qualified names of the non-project base classes anywhere in the hierarchy."""
@@ -143,19 +239,56 @@ class CallGraph:
         return any(b == n or b.endswith("." + n) for b in self.external_bases(class_id) for n in names)
 
     def is_module_class(self, class_id: str) -> bool:
-        """A ``torch.nn.Module`` subclass (directly or through project classes)."""
-        return self.has_base(class_id, ("nn.Module", "torch.nn.Module", "LightningModule"))
+        """A torch-style module: a subclass of ``nn.Module`` or of any class of ``torch.nn``
+        (``nn.Transformer``, ``nn.Sequential``), directly or through project classes."""
+        if self.has_base(class_id, self.hints.module_bases):
+            return True
+        return any(b.startswith(self.hints.module_base_prefixes) and b.rsplit(".", 1)[-1][:1].isupper()
+                   for b in self.external_bases(class_id))
 
-    def method(self, class_id: str, name: str) -> str | None:
-        for cid in self.mro(class_id):
+    def method(self, class_id: str, name: str, skip_self: bool = False) -> str | None:
+        for cid in self.mro(class_id)[1 if skip_self else 0:]:
             fs, cs = self.classes[cid]
             if name in cs.methods:
                 return fid(fs.relpath, cs.methods[name])
         return None
 
-    # -- resolution ------------------------------------------------------------------------
-    def _module_attr(self, module: str, attr: str) -> str | None:
-        relpath = self.modules.get(module)
+    def dispatch(self, class_id: str, name: str) -> list[str]:
+        """What ``obj.name()`` may run for an object of ``class_id`` or a subclass: the
+        method found through the bases, and every subclass's override."""
+        out = []
+        found = self.method(class_id, name)
+        if found:
+            out.append(found)
+        for sub in self.subclasses(class_id):
+            fs, cs = self.classes[sub]
+            if name in cs.methods:
+                override = fid(fs.relpath, cs.methods[name])
+                if override not in out:
+                    out.append(override)
+        return out
+
+    def instance_call(self, class_id: str) -> str | None:
+        """What calling an instance runs: ``__call__``, or ``forward`` for a module."""
+        return self.method(class_id, "__call__") or (
+            self.method(class_id, "forward") if self.is_module_class(class_id) else None)
+
+    # -- modules -----------------------------------------------------------------------------
+    def module_file(self, name: str, importer: str | None = None) -> str | None:
+        """The project file module ``name`` names, seen from the file ``importer``."""
+        candidates = self.modules.get(name)
+        if not candidates:
+            return None
+        if len(candidates) == 1:
+            return candidates[0]
+        importer_dir = posixpath.dirname(importer) if importer else ""
+        key = (name, importer_dir)
+        if key not in self._module_cache:
+            self._module_cache[key] = min(candidates, key=lambda c: (_root_rank(c, name, importer_dir), c))
+        return self._module_cache[key]
+
+    def _module_attr(self, module: str, attr: str, importer: str | None, depth: int) -> str | None:
+        relpath = self.module_file(module, importer)
         if relpath is None:
             return None
         found = self._top[relpath].get(attr)
@@ -164,22 +297,22 @@ class CallGraph:
         # re-exported name: follow the module's own import
         target = self.files[relpath].imports.get(attr)
         if target and target != f"{module}.{attr}":
-            return self._resolve_qualified(target, depth=1)
+            return self._resolve_qualified(target, relpath, depth + 1)
         return None
 
-    def _resolve_qualified(self, qualified: str, depth: int = 0) -> str | None:
+    def _resolve_qualified(self, qualified: str, importer: str | None = None, depth: int = 0) -> str | None:
         """``pkg.engine.train`` -> the project function/class id, if it is in the project."""
         if depth > 4:
             return None
         parts = qualified.split(".")
         for cut in range(len(parts) - 1, 0, -1):
             module = ".".join(parts[:cut])
-            if module in self.modules:
+            if self.module_file(module, importer) is not None:
                 rest = parts[cut:]
                 if len(rest) == 1:
-                    return self._module_attr(module, rest[0])
+                    return self._module_attr(module, rest[0], importer, depth)
                 if len(rest) == 2:  # Class.method
-                    cls = self._module_attr(module, rest[0])
+                    cls = self._module_attr(module, rest[0], importer, depth)
                     if cls and cls in self.classes:
                         return self.method(cls, rest[1])
                 return None
@@ -188,94 +321,161 @@ class CallGraph:
     def _resolve_name(self, fs: FileSummary, name: str) -> str | None:
         """A bare or dotted name as written in ``fs`` -> project function/class id."""
         head, _, rest = name.partition(".")
-        if not rest and head in self._top[fs.relpath]:
-            return self._top[fs.relpath][head]
+        top = self._top.get(fs.relpath, {})
+        if not rest and head in top:
+            return top[head]
         if head in fs.imports:
             target = fs.imports[head] + ("." + rest if rest else "")
-            return self._resolve_qualified(target)
+            return self._resolve_qualified(target, fs.relpath)
         if rest:
             cls = self._resolve_name(fs, head)
             if cls and cls in self.classes and "." not in rest:
                 return self.method(cls, rest)
         return None
 
+    # -- programs ----------------------------------------------------------------------------
+    def program_reach(self, entry: Entry) -> set[str]:
+        """The functions one run of ``entry`` may execute in its own process: module top
+        levels it imports and what they call, and what the entry calls, through ``call``,
+        ``ref``, ``import`` and ``include`` edges. Code in an ``if __name__ ==
+        "__main__":`` block runs only in the program's own file, and only when the program
+        was started as that file (not as a console script or process target)."""
+        own_module = fid(entry.relpath, MODULE_SCOPE)
+        guard_runs = entry.kind in ("main-guard", "module-script")
+        starts = {own_module} | ({entry.function} if entry.function else set())
+        seen = set(starts)
+        stack = list(starts)
+        while stack:
+            node = stack.pop()
+            for _, target, data in self.graph.out_edges(node, data=True):
+                if data.get("guard") and not (guard_runs and node == own_module):
+                    continue
+                if target not in seen:
+                    seen.add(target)
+                    stack.append(target)
+        return seen
 
-def _instance_type(graph: CallGraph, fs: FileSummary, fn: FunctionSummary, name: str) -> str | None:
-    """The project class of a local variable or ``self`` attribute, from its assignments."""
-    values: Iterable[str | None]
-    if name.startswith("self.") and fn.cls:
-        cid = fid(fs.relpath, fn.cls)
-        attr = name[5:]
-        values = ()
-        for c in graph.mro(cid):
-            values = graph.classes[c][1].attr_values.get(attr, ())
-            if values:
-                break
-    else:
-        values = [a.value for a in fn.assigns if a.target == name]
-        if not values and not fn.is_module:
-            values = [a.value for a in fs.module_scope.assigns if a.target == name]
-    for value in values:
-        if value and value.endswith("()"):
-            target = graph._resolve_name(fs, value[:-2])
-            if target and target in graph.classes:
-                return target
-    return None
+
+def _root_rank(candidate: str, name: str, importer_dir: str) -> int:
+    """How plausible it is that ``candidate`` is module ``name`` seen from ``importer_dir``:
+    lower is likelier. The root is the folder the module path is counted from."""
+    depth = name.count(".") + 1
+    parts = candidate.split("/")
+    if parts[-1] == "__init__.py":
+        parts = parts[:-1]
+    root = "/".join(parts[: len(parts) - depth])
+    if root == importer_dir:
+        return 0
+    if not root or importer_dir == root or importer_dir.startswith(root + "/"):
+        return 1 + importer_dir.count("/") - root.count("/") if root else 50
+    if root == "src":
+        return 60
+    return 100 + root.count("/")
 
 
-def _resolve_call(graph: CallGraph, fs: FileSummary, fn: FunctionSummary, call: CallSite) -> tuple[str | None, bool]:
-    """(callee id, is an instantiation)."""
+def _module_names(relpath: str) -> list[str]:
+    """Every dotted name a file may be imported under, counted from any of its folders."""
+    parts = relpath[:-3].split("/") if relpath.endswith(".py") else relpath.split("/")
+    if parts[-1] == "__init__":
+        parts = parts[:-1]
+    return [".".join(parts[k:]) for k in range(len(parts)) if all(p.isidentifier() for p in parts[k:])]
+
+
+# --------------------------------------------------------------------------------------
+# resolution
+# --------------------------------------------------------------------------------------
+
+
+def _first_pass(graph: CallGraph, fs: FileSummary, fn: FunctionSummary, call: CallSite) -> tuple[list[str], bool]:
+    """Targets that need no value flow: names, ``self``, ``super()``, ``cls``.
+    Returns (callee ids, is an instantiation)."""
     callee = call.callee
     if "?" in callee:
-        return None, False
+        return [], False
     parts = callee.split(".")
-    # self.method() / self.attr.method() / self.attr()
-    if parts[0] == "self" and fn.cls and len(parts) >= 2:
+    if fn.cls and not fn.is_module and len(parts) == 2 and parts[0] in ("self", "cls", "super()"):
         cid = fid(fs.relpath, fn.cls)
-        if len(parts) == 2:
-            m = graph.method(cid, parts[1])
-            if m:
-                return m, False
-            inst = _instance_type(graph, fs, fn, callee)
-            return (_call_instance(graph, inst), False) if inst else (None, False)
-        inst = _instance_type(graph, fs, fn, ".".join(parts[:2]))
-        if inst and len(parts) == 3:
-            return graph.method(inst, parts[2]), False
-        return None, False
+        if parts[0] == "super()":
+            found = graph.method(cid, parts[1], skip_self=True)
+            return ([found] if found else []), False
+        return graph.dispatch(cid, parts[1]), False
+    if callee == "cls" and fn.cls and not fn.is_module:
+        cid = fid(fs.relpath, fn.cls)
+        init = graph.method(cid, "__init__")
+        return [init or cid], True
     if "()" in callee:
-        return None, False
+        return [], False
     target = graph._resolve_name(fs, callee)
     if target:
         if target in graph.classes:
-            return graph.method(target, "__init__") or target, True
-        return target, False
-    # x.method() / x() for a local instance of a project class
-    inst = _instance_type(graph, fs, fn, parts[0])
-    if inst:
-        if len(parts) == 1:
-            return _call_instance(graph, inst), False
-        if len(parts) == 2:
-            return graph.method(inst, parts[1]), False
-    return None, False
+            return [graph.method(target, "__init__") or target], True
+        return [target], False
+    return [], False
 
 
-def _call_instance(graph: CallGraph, class_id: str) -> str | None:
-    return graph.method(class_id, "__call__") or (
-        graph.method(class_id, "forward") if graph.is_module_class(class_id) else None)
+def _add_call(graph: CallGraph, caller: str, i: int, targets: Iterable[str], guard: bool) -> None:
+    found = tuple(t for t in dict.fromkeys(targets) if t in graph.functions)
+    if not found:
+        return
+    graph.resolved[(caller, i)] = found
+    for t in found:
+        graph._sites.setdefault(t, []).append((caller, i))
+        _edge(graph, caller, t, "call", guard)
 
 
-def build_callgraph(summaries: Iterable[FileSummary],
-                    console_scripts: Iterable[tuple[str, str, str]] = ()) -> CallGraph:
+def _edge(graph: CallGraph, a: str, b: str, kind: str, guard: bool = False) -> None:
+    g = graph.graph
+    if g.has_edge(a, b):
+        data = g.edges[a, b]
+        data["guard"] = data["guard"] and guard
+    else:
+        g.add_edge(a, b, kind=kind, guard=guard)
+
+
+def _function_refs(graph: CallGraph, fs: FileSummary, fn: FunctionSummary, texts: Iterable[str | None]) -> list[str]:
+    out = []
+    for text in texts:
+        if not text or "(" in text or "?" in text or text.startswith("<"):
+            continue
+        if fn.cls and not fn.is_module and text.startswith("self.") and text.count(".") == 1:
+            found = graph.method(fid(fs.relpath, fn.cls), text[5:])
+        else:
+            found = graph._resolve_name(fs, text)
+        if found and found in graph.functions:
+            out.append(found)
+    return out
+
+
+def _references(graph: CallGraph, caller: str, fs: FileSummary, fn: FunctionSummary) -> None:
+    """Functions passed as values: ``ref`` edges, or spawns when a launcher runs them."""
+    hints = graph.hints
+    for i, call in enumerate(fn.calls):
+        launcher = call.method in hints.process_launchers
+        positional = _function_refs(graph, fs, fn, call.args)
+        for name, value in call.keywords:
+            for target in _function_refs(graph, fs, fn, [value]):
+                if launcher or name in hints.process_keywords:
+                    graph.spawns.append((caller, i, target))
+                else:
+                    _edge(graph, caller, target, "ref", call.in_main_guard)
+        for target in positional:
+            if launcher:
+                graph.spawns.append((caller, i, target))
+            else:
+                _edge(graph, caller, target, "ref", call.in_main_guard)
+
+
+def build_callgraph(summaries: Iterable[FileSummary], console_scripts: Iterable[tuple[str, str, str]] = (),
+                    hints: ResolutionHints | None = None) -> CallGraph:
     import networkx as nx
 
     files = {fs.relpath: fs for fs in summaries}
-    graph = CallGraph(
-        graph=nx.DiGraph(), files=files, functions={}, classes={}, modules={},
-        instantiated_in={}, entries=[], resolved={},
-    )
+    graph = CallGraph(graph=nx.DiGraph(), files=files, functions={}, classes={}, modules={},
+                      instantiated_in={}, entries=[], resolved={}, hints=hints or ResolutionHints())
     for fs in files.values():
-        # two scripts may share a module name; the first (sorted) wins, as on sys.path
-        graph.modules.setdefault(fs.module, fs.relpath)
+        names = [fs.module, *(n for n in _module_names(fs.relpath) if n != fs.module)]
+        for name in names:
+            graph.modules.setdefault(name, []).append(fs.relpath)
         for fn in fs.functions:
             f = fid(fs.relpath, fn.qualname)
             graph.functions[f] = (fs, fn)
@@ -285,52 +485,131 @@ def build_callgraph(summaries: Iterable[FileSummary],
             if fn.cls is None and "." not in fn.qualname and not fn.is_module:
                 top[fn.qualname] = fid(fs.relpath, fn.qualname)
         for cs in fs.classes:
-            graph.classes[fid(fs.relpath, cs.qualname)] = (fs, cs)
+            cid = fid(fs.relpath, cs.qualname)
+            graph.classes[cid] = (fs, cs)
+            graph._methods[cid] = [fid(fs.relpath, q) for q in cs.methods.values()]
             if "." not in cs.qualname:
-                top[cs.qualname] = fid(fs.relpath, cs.qualname)
+                top[cs.qualname] = cid
+    for cid, (fs, cs) in graph.classes.items():
+        for base in cs.bases:
+            target = graph._resolve_name(fs, base)
+            if target in graph.classes and target != cid:
+                graph._subclasses.setdefault(target, []).append(cid)
 
-    # importing a project module runs its top-level code
+    # importing a project module (or exec-ing a file) runs its top-level code
+    included: set[str] = set()
+    imported: set[str] = set()
     for fs in files.values():
         importer = fid(fs.relpath, MODULE_SCOPE)
         for module in fs.imported_modules:
-            target = graph.modules.get(module)
+            target = graph.module_file(module, fs.relpath)
             if target and target != fs.relpath:
-                graph.graph.add_edge(importer, fid(target, MODULE_SCOPE))
+                imported.add(target)
+                _edge(graph, importer, fid(target, MODULE_SCOPE), "import")
+        for path in fs.exec_includes:
+            for candidate in (posixpath.normpath(posixpath.join(posixpath.dirname(fs.relpath), path)),
+                              posixpath.normpath(path)):
+                if candidate in files and candidate != fs.relpath:
+                    included.add(candidate)
+                    _edge(graph, importer, fid(candidate, MODULE_SCOPE), "include")
+                    break
 
+    # pass 1: names, self, super, cls
+    pending: list[tuple[str, int]] = []
     for caller, (fs, fn) in graph.functions.items():
         for i, call in enumerate(fn.calls):
-            target, instantiation = _resolve_call(graph, fs, fn, call)
-            if target is None:
-                continue
-            if instantiation:
-                cls = target if target in graph.classes else graph.class_of_method(target)
-                if cls:
-                    graph.instantiated_in.setdefault(cls, set()).add(caller)
-            if target in graph.functions:
-                graph.resolved[(caller, i)] = target
-                graph.graph.add_edge(caller, target)
+            targets, instantiation = _first_pass(graph, fs, fn, call)
+            if targets:
+                _note_instantiation(graph, caller, targets, instantiation)
+                _add_call(graph, caller, i, targets, call.in_main_guard)
+            elif "?" not in call.callee:
+                pending.append((caller, i))
+        _references(graph, caller, fs, fn)
 
-    graph.entries = _entries(graph, console_scripts)
+    # pass 2: what values flow into receivers (factories, attributes, parameters)
+    graph.values = Values(graph, graph.hints.values)
+    for caller, i in pending:
+        fs, fn = graph.functions[caller]
+        call = fn.calls[i]
+        head = call.callee.split(".")[0]
+        if head in fs.imports and head not in {a.target for a in fn.assigns} and head not in fn.params:
+            continue  # a library call (torch.save, np.load)
+        targets = graph.values.call_targets(caller, call.callee)
+        if targets:
+            instantiation = any(t.endswith(".__init__") for t in targets) and "." not in call.callee
+            _note_instantiation(graph, caller, list(targets), instantiation)
+            _add_call(graph, caller, i, sorted(targets), call.in_main_guard)
+
+    _resolve_reexported_api(graph)
+    graph.entries = _entries(graph, console_scripts, imported | included)
     return graph
 
 
-def _entries(graph: CallGraph, console_scripts: Iterable[tuple[str, str, str]]) -> list[Entry]:
+def _note_instantiation(graph: CallGraph, caller: str, targets: list[str], instantiation: bool) -> None:
+    if not instantiation:
+        return
+    for target in targets:
+        cls = target if target in graph.classes else graph.class_of_method(target)
+        if cls:
+            graph.instantiated_in.setdefault(cls, set()).add(caller)
+
+
+def _resolve_reexported_api(graph: CallGraph) -> None:
+    """dftracer names that reach a file through project modules (``from pkg.util import
+    dft_ai``), recorded on the file's summary so every rule recognises hand annotations."""
+    for _ in range(4):  # re-exports of re-exports
+        changed = False
+        for fs in graph.files.values():
+            for local, qualified in fs.imports.items():
+                if local in fs.reexported_api or emitter.api_symbol(qualified):
+                    continue
+                module, _, attr = qualified.rpartition(".")
+                source = graph.module_file(module, fs.relpath) if module else None
+                if source is None or source == fs.relpath:
+                    continue
+                sfs = graph.files[source]
+                symbol = emitter.aliases(sfs).get(attr)
+                if symbol is None:  # ``dft_ai = ai`` at the top of the source module
+                    for a in sfs.module_scope.assigns:
+                        if a.target == attr and a.value:
+                            symbol = emitter.aliases(sfs).get(a.value)
+                if symbol is not None:
+                    fs.reexported_api[local] = symbol
+                    changed = True
+        if not changed:
+            break
+
+
+def _entries(graph: CallGraph, console_scripts: Iterable[tuple[str, str, str]], imported: set[str]) -> list[Entry]:
     entries: list[Entry] = []
     for fs in graph.files.values():
         module_id = fid(fs.relpath, MODULE_SCOPE)
         scope = fs.module_scope
         for k, guard in enumerate(fs.main_guards):
-            target = None
+            runs: set[str] = set()
             for i, call in enumerate(scope.calls):
                 if call.in_main_guard and call.stmt[: len(guard.stmt)] == guard.stmt:
-                    t = graph.resolved.get((module_id, i))
-                    if t is not None:
-                        target = t
-                        break
-            entries.append(Entry("main-guard", fs.relpath, guard.line, guard=k, function=target))
+                    runs.update(t for t in graph.targets(module_id, i) if not t.endswith(".__init__"))
+            single = guard.body_len == 1 and len(runs) == 1
+            entries.append(Entry("main-guard", fs.relpath, guard.line, guard=k,
+                                 function=next(iter(runs)) if single else None))
+        script = not fs.main_guards and fs.top_level_work and fs.relpath not in imported and (
+            not fs.relpath.endswith("__init__.py"))
+        if script:
+            entries.append(Entry("module-script", fs.relpath, fs.script_line))
+    seen_scripts = set()
     for name, module, func in console_scripts:
         target = graph._resolve_qualified(f"{module}.{func}") if func else None
-        relpath = graph.modules.get(module)
-        if target and relpath:
+        relpath = graph.module_file(module)
+        if target and relpath and target not in seen_scripts:
+            seen_scripts.add(target)
             entries.append(Entry("console-script", relpath, graph.fn(target).line, function=target, name=name))
+    seen_targets = set()
+    for caller, i, target in graph.spawns:
+        if target in seen_targets:
+            continue
+        seen_targets.add(target)
+        fs = graph.file_of(target)
+        call = graph.fn(caller).calls[i]
+        entries.append(Entry("process-target", fs.relpath, graph.fn(target).line, function=target, name=call.callee))
     return entries

@@ -133,6 +133,14 @@ KEYS: dict[str, KeySpec] = {
     "plugins.disable": KeySpec([], _list_of_str, "a list of plugin names", "entry-point plugins not to load"),
     "plugins.load": KeySpec([], _list_of_str, "a list of module names", "local plugin modules to load"),
     "run.jobs": KeySpec(1, _int, "an integer", "worker processes for per-file work"),
+    "project.kind": KeySpec(
+        "auto", lambda v: v in ("auto", "program", "library"), "one of auto, program, library",
+        "a library (no entry trains or evaluates) gets no AI regions; auto decides from the entries",
+    ),
+    "project.entries": KeySpec(
+        [], _list_of_str, "a list of globs (files, console-script names, function names)",
+        "the entries to instrument; empty = every entry that trains or evaluates",
+    ),
     "trace.data-dir": KeySpec(
         None, lambda v: v is None or _str(v), "a string", "DFTRACER_DATA_DIR for traced runs"
     ),

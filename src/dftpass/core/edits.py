@@ -4,8 +4,8 @@ Passes never touch code. They queue edits on a file's :class:`EditSet`, located 
 *statement paths* from the file's summary (:mod:`dftpass.core.summary`):
 
 * :class:`Decorate` a function (the new decorator goes innermost, next to ``def``);
-* :class:`WrapBody` of a function or ``if`` block: prologue statements, then the rest of
-  the body inside ``with ITEM:`` and/or ``try: ... finally: ...``;
+* :class:`WrapBody` of a function, ``if`` block or ``while`` loop: prologue statements, then
+  the rest of the body inside ``with ITEM:`` and/or ``try: ... finally: ...``;
 * :class:`WrapIter` the iterable of a ``for`` loop (or an expression inside it);
 * :class:`Enumerate` a ``for`` loop (``for x in it`` -> ``for i, x in enumerate(it)``);
 * :class:`WrapStmt` one statement in ``with ITEM:``;
@@ -71,6 +71,9 @@ class InsertBefore(Edit):
     #: move the comments above the statement to above the inserted code (True when the
     #: inserted code opens a region around the statement, like ``X.start()``)
     take_comments: bool = True
+    #: a block of its own (a script's lifecycle): blank lines and comments above the
+    #: statement go above the block, and one blank line separates it from the statement
+    separate: bool = False
 
 
 @attrs.frozen

@@ -18,6 +18,11 @@ from dftpass.core.summary import FileSummary
 
 #: the Python API package
 API_MODULE = "dftracer.python"
+#: every module a project may import dftracer's Python API from: today's, dftracer 1.x's,
+#: and the dlio-profiler era's (hand-annotated projects use all three)
+API_MODULES = (API_MODULE, "dftracer.logger", "dlio_profiler.logger")
+#: older names of the API symbols
+_OLD_SYMBOLS = {"dlio_logger": "dftracer", "fn_interceptor": "dft_fn"}
 
 #: every ``ai`` node dftpass may emit: path below ``ai`` -> (trace cat, event name)
 NODES: dict[str, tuple[str, str]] = {
@@ -104,17 +109,21 @@ _CANDIDATES = {
     "dft_fn": ("dft_fn", "_dft_fn"),
     "os": ("os", "_dft_os"),
     "atexit": ("atexit", "_dft_atexit"),
+    "signal": ("signal", "_dft_signal"),
     "log": ("_dft_log", "_dft_log_"),
 }
 _API_SYMBOLS = ("ai", "dftracer", "dft_fn")
-_STDLIB = ("os", "atexit")
+_STDLIB = ("os", "atexit", "signal")
 
 
 def _existing(fs: FileSummary, symbol: str) -> str | None:
-    """The local name under which the file already has ``symbol``, if it has it."""
-    target = f"{API_MODULE}.{symbol}" if symbol in _API_SYMBOLS else symbol
+    """The local name under which the file already has ``symbol`` at its top level (its own
+    import, or a project module's re-export), if it has it."""
     for local, qualified in fs.imports.items():
-        if qualified == target and local in fs.top_imports:
+        if local not in fs.top_imports:
+            continue
+        found = api_symbol(qualified) if symbol in _API_SYMBOLS else (symbol if qualified == symbol else None)
+        if found == symbol or (symbol in _API_SYMBOLS and fs.reexported_api.get(local) == symbol):
             return local
     return None
 
@@ -171,21 +180,33 @@ class FileNames:
         return f"{self._name('ai')}.update({args})"
 
     def lifecycle_prologue(self) -> list[str]:
-        """Initialize tracing once, only when it is on, and finalize at exit.
+        """Initialize tracing once per process, only when it is on, and finalize at exit.
 
         ``initialize_log`` leaves a ``dft.log`` in the working directory: always with tracing
         off (so it is not called then), and with tracing on unless it is given the trace
         prefix (so it is given ``DFTRACER_LOG_FILE``, which it would read anyway, and the
-        file lands beside the traces)."""
-        log, dft, os_, atexit = self._name("log"), self._name("dftracer"), self._name("os"), self._name("atexit")
+        file lands beside the traces). A process that already traces (a forked child, a
+        function that is both a console script and called from a ``__main__`` block) is
+        not initialized again. dftracer's import replaces the SIGINT handler with one that
+        calls ``sys.exit(2)``; the program gets Python's own back, so its ``except
+        KeyboardInterrupt:`` still runs (the trace is finalized on the way out all the same)."""
+        log, dft, os_, atexit, sig = (self._name("log"), self._name("dftracer"), self._name("os"),
+                                      self._name("atexit"), self._name("signal"))
         return [
-            f"{log} = (\n"
-            f"    {dft}.initialize_log(logfile={os_}.environ.get(\"{ENV_LOG_FILE}\"), data_dir=None, process_id=-1)\n"
-            f"    if {os_}.environ.get(\"{ENV_ENABLE}\") == \"1\"\n"
-            f"    else {dft}.get_instance()\n"
-            f")\n",
+            f"{log} = {dft}.get_instance()\n",
+            f"if {os_}.environ.get(\"{ENV_ENABLE}\") == \"1\" and {log}.logger is None:\n"
+            f"    {log} = {dft}.initialize_log(logfile={os_}.environ.get(\"{ENV_LOG_FILE}\"), data_dir=None, "
+            f"process_id=-1)\n"
+            f"    if getattr({sig}.getsignal({sig}.SIGINT), \"__module__\", \"\").startswith(\"{_RUNTIME_PACKAGE}\"):\n"
+            f"        {sig}.signal({sig}.SIGINT, {sig}.default_int_handler)\n",
             f"{atexit}.register({log}.finalize)\n",
         ]
+
+    def script_prologue(self) -> list[str]:
+        """The lifecycle of a module-level script (no function to wrap): initialize, then
+        open the root region; ``atexit`` closes it, then finalizes (last registered runs first)."""
+        root, atexit = self.node(""), self._name("atexit")
+        return [*self.lifecycle_prologue(), f"{root}.start()\n", f"{atexit}.register({root}.stop)\n"]
 
     def lifecycle_finally(self) -> list[str]:
         return [f"{self._name('log')}.finalize()\n"]
@@ -202,12 +223,31 @@ class FileNames:
 # -- recognising what is already there ------------------------------------------------------
 
 
+#: the package whose functions are dftracer's own (its signal handler lives there)
+_RUNTIME_PACKAGE = "dftracer"
+
+
+def api_symbol(qualified: str) -> str | None:
+    """The API symbol a fully qualified import names (``dftracer.python.ai`` -> ``ai``,
+    ``dlio_profiler.logger.fn_interceptor`` -> ``dft_fn``), ``module`` for the API module
+    itself, None if it is not dftracer's."""
+    for module in API_MODULES:
+        if qualified == module:
+            return "module"
+        if qualified.startswith(module + "."):
+            name = qualified[len(module) + 1:]
+            return _OLD_SYMBOLS.get(name, name)
+    return None
+
+
 def aliases(fs: FileSummary) -> dict[str, str]:
-    """Local names bound to dftracer symbols in ``fs``: local -> symbol ("ai", "dftracer", ...)."""
-    out = {}
+    """Local names bound to dftracer symbols in ``fs``: local -> symbol ("ai", "dftracer", ...),
+    through the file's own imports and through project modules that re-export them."""
+    out = dict(fs.reexported_api)
     for local, qualified in fs.imports.items():
-        if qualified.startswith(API_MODULE + "."):
-            out[local] = qualified[len(API_MODULE) + 1:]
+        symbol = api_symbol(qualified)
+        if symbol is not None:
+            out[local] = symbol
     return out
 
 
@@ -219,7 +259,10 @@ def recognize(fs: FileSummary, text: str | None) -> str | None:
         return None
     head, _, rest = text.partition(".")
     symbol = aliases(fs).get(head)
-    if symbol is None:
+    if symbol == "module":  # import dftracer.python as dft; dft.ai.compute
+        symbol, _, rest = rest.partition(".")
+        symbol = _OLD_SYMBOLS.get(symbol, symbol)
+    if not symbol:
         return None
     if symbol == "ai":
         return rest

@@ -1,27 +1,37 @@
-"""What each loop iterates: batches from a data loader, epochs, or something else.
+"""What each loop does: fetch and run batches, run epochs, or something else.
 
-A *batch loop* iterates a DataLoader or something derived from one: a variable assigned
-from ``DataLoader(...)`` (or from a project function that returns one), a parameter that
-call sites fill with a loader, a ``self`` attribute assigned a loader, ``iter(loader)``
-consumed by ``next()``; seen through ``enumerate``, ``tqdm``, ``zip`` and the like. Names
-that read like loaders (``train_loader``, ``val_dl``) count too, because a loader is often
-built far from where it is consumed (a config object, another package).
+A *batch loop* runs one step per iteration on data it fetches, in one of four styles:
 
-An *epoch loop* is the innermost ``for`` loop that contains a batch loop, directly or
-through the functions it calls. "The loop over epochs" is a role, not a name: ``for epoch
-in ...`` over a list of files is not one, ``for it in range(n_iters)`` around the batch
-loop is.
+* ``iter``: it iterates a data loader, or something derived from one: a ``DataLoader(...)``,
+  a ``tf.data`` pipeline, an object a factory returns, an attribute set from a parameter,
+  seen through ``enumerate``, ``tqdm``, ``zip`` and the like (:mod:`dftpass.core.values`
+  follows the value; names that read like loaders count only when the value is unknown);
+* ``next``: its body takes ``next(it)`` from a loader's iterator, often inside ``while
+  True:`` with an ``except StopIteration:`` that starts the iterator again;
+* ``producer``: its body calls a project function that produces a batch
+  (``x, y = get_batch(data, i)``), in ``for i in range(0, n, bptt)`` or ``while True:``;
+  a gradient-accumulation loop between the two (``for micro_step in range(k)``) is
+  part of the step, not the batch loop;
+* ``fed``: it iterates a project generator that itself yields the batches of a loader
+  (``for batch in loader.next():``); the generator's own loop carries the fetch.
+
+An *epoch loop* is the innermost loop that contains a batch loop, directly or through the
+functions it calls: a ``for`` over numbers or an unknown iterable (never over a literal
+list such as ``['train', 'val']``), or a ``while`` whose condition or counter names an
+epoch (``while epoch < max_epochs:``). Module-level loops count like any other.
 """
 
 from __future__ import annotations
 
 import re
-from typing import Iterable
+from typing import Callable, Iterable
 
 import attrs
 
 from dftpass.core.callgraph import CallGraph
-from dftpass.core.summary import FileSummary, FunctionSummary, LoopSummary
+from dftpass.core.summary import FileSummary, FunctionSummary, LoopSummary, StmtPath
+from dftpass.core.values import kind as origin_kind
+from dftpass.core.values import subject as origin_subject
 
 
 @attrs.define
@@ -33,10 +43,20 @@ class LoopOptions:
         "DataLoader", "StatefulDataLoader", "WebLoader", "DALIGenericIterator",
         "DALIClassificationIterator", "MpDeviceLoader", "ParallelLoader",
     ])
+    #: qualified prefixes of data pipelines whose objects iterate batches (``tf.data``)
+    loader_modules: list[str] = attrs.field(factory=lambda: [
+        "tensorflow.data.", "tf.data.", "torch.utils.data.", "torchdata.", "grain.", "datasets.",
+    ])
     #: calls that pass iteration through unchanged (the loop still iterates what they wrap)
     transparent_wrappers: list[str] = attrs.field(factory=lambda: [
-        "enumerate", "tqdm", "iter", "islice", "track", "prefetch", "cycle",
+        "enumerate", "tqdm", "iter", "islice", "track", "prefetch", "cycle", "as_numpy_iterator",
     ])
+    #: project functions whose call produces one batch (matched on the function's name)
+    batch_producer_pattern: str = r"(?i)^_?(get|next|load|fetch|sample|make|read|draw|build)_?(mini_?)?batch(es)?$"
+    #: a ``for`` loop whose variable or bound says gradient accumulation
+    accumulation_pattern: str = r"(?i)micro|accum"
+    #: names that say "epoch" (``while epoch < max_epochs``)
+    epoch_name_pattern: str = r"(?i)epoch"
 
 
 @attrs.define
@@ -48,28 +68,64 @@ class LoopFacts:
     reason: str
     #: how many leading ``enumerate(...)`` layers stay outside a wrapper
     wrap_depth: int = 0
-    #: an int loop variable usable as ``step`` (the index of an outer ``enumerate``)
+    #: an int loop variable usable as ``step`` (the index of an outer ``enumerate``, or of ``range(n)``)
     step_var: str | None = None
     #: an int loop variable usable as ``epoch`` (a ``range`` target or an enumerate index)
     int_var: str | None = None
     #: the dftracer node already wrapping the loop's iterable ("dataloader.fetch"), if any
     wrapped_by: str | None = None
-    #: "iter": the loop iterates the loader; "next": its body takes ``next(it)`` from one
+    #: "iter" | "next" | "producer" | "fed" (see the module docstring)
     style: str = "iter"
+    #: ``next`` style: the statements the fetch region covers
+    fetch_regions: tuple[StmtPath, ...] = ()
+    #: ``producer`` style: the project functions that produce the batch
+    producers: tuple[str, ...] = ()
+    #: a ``+= 1`` counter of the loop body usable as ``step`` (``while`` loops)
+    counter: str | None = None
+    #: which split the loop runs over, from data flow (then names): train | evaluate | test
+    split: str | None = None
+    #: a generator's loop that hands each batch on with ``yield``: its consumer is the step
+    yields_batches: bool = False
+    #: ``fed`` style: the generator functions whose loops fetch the batches
+    feeders: tuple[str, ...] = ()
+
+    @property
+    def wraps_iterable(self) -> bool:
+        """Whether the fetch region goes around this loop's iterable (``fetch.iter``)."""
+        return self.kind == "batch" and self.style == "iter" and self.loop.kind == "for"
 
 
 def _last(text: str) -> str:
     return text.rstrip("()").rsplit(".", 1)[-1]
 
 
+_SPLITS = (
+    ("test", re.compile(r"(?i)(^|[^a-z])test")),
+    ("evaluate", re.compile(r"(?i)(^|[^a-z])(val|valid|validation|eval|evaluate|evaluation|dev)([^a-z]|$)")),
+    ("train", re.compile(r"(?i)train")),
+)
+
+
+def split_of(texts: Iterable[str | None]) -> str | None:
+    """The data split the texts name, nearest evidence first."""
+    for text in texts:
+        if not text:
+            continue
+        for name, pattern in _SPLITS:
+            if pattern.search(text):
+                return name
+    return None
+
+
 @attrs.define
 class LoopAnalysis:
     graph: CallGraph
     options: LoopOptions
-    recognize: object  # callable(fs, callee) -> node path | None (from the emitter)
+    recognize: Callable  # (fs, callee) -> node path | None (from the emitter)
+    #: does this function do a training or evaluation step's compute (knowledge)?
+    does_step: Callable[[str, set[int] | None], bool] = lambda function_id, loops: False
     facts: dict[tuple[str, int], LoopFacts] = attrs.field(factory=dict)
-    loader_params: dict[str, set[str]] = attrs.field(factory=dict)
-    _returns_loader: dict[str, bool] = attrs.field(factory=dict)
+    _generators: dict[str, bool] = attrs.field(factory=dict)
     _pattern: re.Pattern | None = None
 
     # -- loader-ness ----------------------------------------------------------------------
@@ -78,93 +134,125 @@ class LoopAnalysis:
             self._pattern = re.compile(self.options.loader_name_pattern)
         return bool(self._pattern.search(_last(text)))
 
+    def _origin_is_loader(self, origin: str) -> bool | None:
+        """True/False when the origin tells, None when it does not."""
+        k, s = origin_kind(origin), origin_subject(origin)
+        if k == "ext":
+            qualified = s
+            if any(_last(part) in self.options.loader_factories for part in qualified.split("()")):
+                return True
+            if qualified.startswith(tuple(self.options.loader_modules)):
+                return True
+            return None
+        if k == "gen":
+            # a generator over a loader's batches is ``fed`` (its own loop is wrapped); one
+            # that delegates (``yield from loader``) is a loader; any other may produce batches
+            if self.batch_generator(s):
+                return False
+            return True if self._delegates_to_loader(s) else None
+        if k == "inst":
+            g = self.graph
+            if g.has_base(s, self.options.loader_factories):
+                return True
+            iterate = g.method(s, "__iter__")
+            if iterate and self.batch_generator(iterate):
+                return True
+            return None
+        return False  # literals, functions, classes
+
     def loader_like(self, fs: FileSummary, fn: FunctionSummary, text: str | None,
                     call_args: tuple = (), depth: int = 0) -> bool:
         if not text or depth > 6 or "?" in text:
             return False
         g = self.graph
+        function_id = f"{fs.relpath}::{fn.qualname}"
         if text.endswith("()"):
             callee = text[:-2]
-            last = _last(callee)
-            if last in self.options.transparent_wrappers:
+            if _last(callee) in self.options.transparent_wrappers:
                 return bool(call_args) and self.loader_like(fs, fn, call_args[0], (), depth + 1)
             if _last(g.qualify(fs, callee)) in self.options.loader_factories:
                 return True
-            target = g._resolve_name(fs, callee)
-            if target is None and callee.startswith("self.") and fn.cls:
-                target = g.method(f"{fs.relpath}::{fn.cls}", callee[5:]) if callee.count(".") == 1 else None
-            if target and target in g.functions and self.returns_loader(target, depth + 1):
-                return True
-            return "dataloader" in last.lower() or last.lower().endswith("_loader")
-        if text.startswith("self.") and fn.cls and text.count(".") == 1:
-            for cid in g.mro(f"{fs.relpath}::{fn.cls}"):
-                for value in g.classes[cid][1].attr_values.get(text[5:], ()):
-                    if value and self.loader_like(fs, fn, value, (), depth + 1):
-                        return True
         elif "." not in text:
+            # ``it = iter(loader)``: follow the transparent call's argument
             for a in fn.assigns:
-                if a.target == text and self.loader_like(fs, fn, a.value, a.call_args, depth + 1):
-                    return True
-            fid = f"{fs.relpath}::{fn.qualname}"
-            if text in self.loader_params.get(fid, ()):
-                return True
-            if not fn.is_module and text not in fn.params:
-                for a in fs.module_scope.assigns:
-                    if a.target == text and self.loader_like(fs, fs.module_scope, a.value, a.call_args, depth + 1):
-                        return True
-        return self._name_looks_like_loader(text)
+                if a.target == text and a.value and a.value.endswith("()") and \
+                        _last(a.value) in self.options.transparent_wrappers:
+                    return bool(a.call_args) and self.loader_like(fs, fn, a.call_args[0], (), depth + 1)
+        origins = g.values.of(function_id, text) if g.values is not None else frozenset()
+        verdicts = [self._origin_is_loader(o) for o in origins]
+        if any(v is True for v in verdicts):
+            return True
+        if origins and all(v is False for v in verdicts):
+            return False  # known, and not a loader: a list of closures, a model, a string
+        return self._name_looks_like_loader(text) and not text.endswith("()")
 
-    def returns_loader(self, function_id: str, depth: int = 0) -> bool:
-        if function_id in self._returns_loader:
-            return self._returns_loader[function_id]
-        self._returns_loader[function_id] = False  # cycle guard
+    def batch_generator(self, function_id: str) -> bool:
+        """A project generator that yields the batches of a loader it iterates (a loader
+        class's ``next()``/``__iter__``), or ``yield from`` one."""
+        if function_id in self._generators:
+            return self._generators[function_id]
+        self._generators[function_id] = False  # cycle guard
         fs, fn = self.graph.functions[function_id]
-        result = any(self.loader_like(fs, fn, r, (), depth + 1) for r in fn.returns)
-        self._returns_loader[function_id] = result
+        result = False
+        if fn.is_generator:
+            for value, loops, delegated in fn.yields:
+                for index in loops:
+                    loop = fn.loops[index]
+                    if loop.kind != "while" and value in loop.target_names + (loop.single_target,) and \
+                            self._iterable_is_loader(fs, fn, loop):
+                        result = True
+        self._generators[function_id] = result
         return result
 
-    def _propagate_params(self) -> None:
-        """Parameters that call sites fill with loaders, to a fixed point (bounded)."""
-        g = self.graph
-        for _ in range(4):
-            changed = False
-            for (caller, i), callee in g.resolved.items():
-                fs, fn = g.functions[caller]
-                call = fn.calls[i]
-                target_fn = g.fn(callee)
-                offset = 1 if target_fn.cls and target_fn.positional[:1] in (("self",), ("cls",)) \
-                    and "staticmethod" not in target_fn.decorators else 0
-                params = self.loader_params.setdefault(callee, set())
-                for j, arg in enumerate(call.args):
-                    k = j + offset
-                    if k < len(target_fn.positional) and target_fn.positional[k] not in params \
-                            and self.loader_like(fs, fn, arg):
-                        params.add(target_fn.positional[k])
-                        changed = True
-                for name, arg in call.keywords:
-                    if name in target_fn.params and name not in params and self.loader_like(fs, fn, arg):
-                        params.add(name)
-                        changed = True
-            if not changed:
-                break
+    def _delegates_to_loader(self, function_id: str) -> bool:
+        """A generator that hands on a loader's batches with ``yield from loader``."""
+        fs, fn = self.graph.functions[function_id]
+        return any(delegated and self.loader_like(fs, fn, value) for value, _, delegated in fn.yields)
+
+    def _iterable_is_loader(self, fs: FileSummary, fn: FunctionSummary, loop: LoopSummary) -> bool:
+        layers = loop.layers
+        k = 0
+        while k < len(layers) and (_last(layers[k].callee) in self.options.transparent_wrappers
+                                   or self.recognize(fs, layers[k].callee)):
+            k += 1
+        if k < len(layers):
+            layer = layers[k]
+            if _last(layer.callee) == "zip":
+                return any(self.loader_like(fs, fn, a) for a in layer.args)
+            return self.loader_like(fs, fn, layer.callee + "()", layer.args)
+        return self.loader_like(fs, fn, loop.core)
 
     # -- classification -----------------------------------------------------------------
     def _classify(self, function_id: str, fs: FileSummary, fn: FunctionSummary, loop: LoopSummary) -> LoopFacts:
         facts = LoopFacts(function_id, loop, "other", loop.iter_text, "")
-        for _, arg in loop.next_calls:
-            if self.loader_like(fs, fn, arg):
-                facts.kind, facts.style = "batch", "next"
-                facts.subject, facts.reason = arg or "", f"takes next({arg}) from a data loader"
-        if loop.kind == "while" or facts.kind == "batch":
+        if loop.kind == "while" and loop.counters:
+            facts.counter = loop.counters[0]
+        regions = tuple(dict.fromkeys(n.region for n in loop.next_calls if self.loader_like(fs, fn, n.iterator)))
+        if regions:
+            it = next(n.iterator for n in loop.next_calls if n.region == regions[0])
+            facts.kind, facts.style, facts.fetch_regions = "batch", "next", regions
+            facts.subject, facts.reason = it or "", f"takes next({it}) from a data loader"
+            self._ints(facts)
             return facts
+        if loop.kind == "for":
+            self._classify_iterable(facts, fs, fn, loop)
+            if facts.kind == "batch":
+                return facts
+        producers = () if self._is_accumulation(fn, loop) else self._producers(function_id, loop)
+        if producers and self.does_step(function_id, {loop.index, *self._accumulation_children(fn, loop)}):
+            names = ", ".join(p.rsplit("::", 1)[-1] for p in producers)
+            facts.kind, facts.style, facts.producers = "batch", "producer", producers
+            facts.reason = f"runs a step on the batch {names}() produces"
+            self._ints(facts)
+        return facts
+
+    def _classify_iterable(self, facts: LoopFacts, fs: FileSummary, fn: FunctionSummary, loop: LoopSummary) -> None:
         layers = loop.layers
         wrapped = None
         depth = 0
         while depth < len(layers) and _last(layers[depth].callee) == "enumerate":
             depth += 1
         facts.wrap_depth = depth
-        if depth and loop.first_target:
-            facts.step_var = loop.first_target
         k = depth
         while k < len(layers):
             node = self.recognize(fs, layers[k].callee)
@@ -176,34 +264,139 @@ class LoopAnalysis:
         facts.wrapped_by = wrapped
         if k < len(layers):
             layer = layers[k]
-            if _last(layer.callee) == "zip":
-                loader = any(self.loader_like(fs, fn, a) for a in layer.args)
-                facts.subject = f"zip({', '.join(a or '?' for a in layer.args)})"
-            else:
-                loader = self.loader_like(fs, fn, layer.callee + "()", layer.args)
-                facts.subject = layer.callee + "(...)"
+            facts.subject = f"zip({', '.join(a or '?' for a in layer.args)})" if _last(layer.callee) == "zip" \
+                else layer.callee + "(...)"
         else:
-            loader = self.loader_like(fs, fn, loop.core)
             facts.subject = loop.core or loop.iter_text
-        if wrapped == "dataloader.fetch":
-            loader = True
-        if loader:
-            facts.kind, facts.reason = "batch", f"iterates {facts.subject}, a data loader"
-        callees = [_last(layer.callee) for layer in layers]
-        if "range" in callees or "trange" in callees:
-            facts.int_var = loop.first_target if depth else loop.single_target
-        elif depth:
-            facts.int_var = loop.first_target
-        return facts
+        feeders = self._feeders(fs, fn, loop, k) if wrapped is None else ()
+        fed = bool(feeders)
+        facts.feeders = feeders
+        loader = not fed and (wrapped == "dataloader.fetch" or self._iterable_is_loader(fs, fn, loop)
+                              or self._generator_of_steps(fs, fn, loop, k))
+        if loader or fed:
+            facts.kind = "batch"
+            facts.style = "fed" if fed else "iter"
+            facts.reason = (f"iterates {facts.subject}, a generator over a data loader" if fed
+                            else f"iterates {facts.subject}, a data loader")
+            facts.yields_batches = fn.is_generator and any(loop.index in loops for _, loops, _ in fn.yields)
+        self._ints(facts)
+
+    def _generator_of_steps(self, fs: FileSummary, fn: FunctionSummary, loop: LoopSummary, k: int) -> bool:
+        """A loop over a project generator (``for x, y in batches(data, 32):``) whose body
+        runs a step: the generator produces the batches."""
+        g = self.graph
+        function_id = f"{fs.relpath}::{fn.qualname}"
+        text = (loop.layers[k].callee + "()") if k < len(loop.layers) else loop.core
+        if g.values is None or not any(origin_kind(o) == "gen" for o in g.values.of(function_id, text)):
+            return False
+        return self.does_step(function_id, {loop.index})
+
+    def _feeders(self, fs: FileSummary, fn: FunctionSummary, loop: LoopSummary, k: int) -> tuple[str, ...]:
+        """The project generators over a loader's batches that the loop iterates."""
+        g = self.graph
+        if g.values is None:
+            return ()
+        text = (loop.layers[k].callee + "()") if k < len(loop.layers) else loop.core
+        return tuple(sorted(origin_subject(o) for o in g.values.of(f"{fs.relpath}::{fn.qualname}", text)
+                            if origin_kind(o) == "gen" and self.batch_generator(origin_subject(o))))
+
+    def _ints(self, facts: LoopFacts) -> None:
+        """The loop's integer variables: ``step`` (a 0-based count) and ``epoch``."""
+        loop = facts.loop
+        if loop.kind == "while":
+            facts.int_var = facts.counter
+            facts.step_var = facts.counter
+            return
+        callees = [_last(layer.callee) for layer in loop.layers]
+        if facts.wrap_depth and loop.first_target:
+            facts.step_var = facts.int_var = loop.first_target
+        elif callees[:1] in (["range"], ["trange"]):
+            facts.int_var = loop.single_target
+            # range(n): the variable counts the steps; range(0, n, bptt) is an offset
+            if len(loop.layers[0].args) == 1:
+                facts.step_var = loop.single_target
+
+    def _is_accumulation(self, fn: FunctionSummary, loop: LoopSummary) -> bool:
+        """``for micro_step in range(k)`` inside another loop: part of that loop's step."""
+        pattern = re.compile(self.options.accumulation_pattern)
+        return loop.parent is not None and loop.kind == "for" and bool(
+            pattern.search(loop.iter_text) or any(pattern.search(n) for n in loop.target_names))
+
+    def _accumulation_children(self, fn: FunctionSummary, loop: LoopSummary) -> list[int]:
+        """Nested gradient-accumulation loops: part of this loop's step."""
+        return [lp.index for lp in fn.loops if lp.parent == loop.index and self._is_accumulation(fn, lp)]
+
+    def _producers(self, function_id: str, loop: LoopSummary) -> tuple[str, ...]:
+        fn = self.graph.fn(function_id)
+        inside = {loop.index, *self._accumulation_children(fn, loop)}
+        pattern = re.compile(self.options.batch_producer_pattern)
+        found = []
+        for i, call in enumerate(fn.calls):
+            if not call.loops or call.loops[-1] not in inside:
+                continue
+            for target in self.graph.targets(function_id, i):
+                tfn = self.graph.fn(target)
+                if not tfn.is_generator and pattern.search(tfn.name):
+                    found.append(target)
+        return tuple(dict.fromkeys(found))
 
     def run(self) -> "LoopAnalysis":
-        self._propagate_params()
         g = self.graph
         for function_id, (fs, fn) in g.functions.items():
             for loop in fn.loops:
                 self.facts[(function_id, loop.index)] = self._classify(function_id, fs, fn, loop)
+        self._innermost_batches()
+        self._library_sources()
         self._mark_epochs()
+        self._mark_splits()
         return self
+
+    def _innermost_batches(self) -> None:
+        """A loop around another batch loop of its function is not one itself (a burn-in
+        stage, a sweep): it fetched a batch before the inner loop, the inner loop runs the
+        steps. Loops over a loader are kept: they are what they iterate."""
+        for (function_id, index), facts in self.facts.items():
+            if facts.kind != "batch" or facts.style in ("iter", "fed"):
+                continue
+            fn = self.graph.fn(function_id)
+            if any(self.facts[(function_id, d)].kind == "batch" for d in self._loop_descendants(fn, index)):
+                facts.kind, facts.style, facts.producers, facts.fetch_regions = "other", "iter", (), ()
+                facts.reason = "runs a batch loop inside"
+
+    def _library_sources(self) -> None:
+        """A generator that hands a loader's batches on, but that no loop of the project
+        iterates, feeds a library's pipeline (``tf.data.Dataset.from_generator``, a DALI
+        external source): the waits inside it are not the training loop's."""
+        fed = {feeder for f in self.facts.values() for feeder in f.feeders}
+        for facts in self.facts.values():
+            if facts.kind == "batch" and facts.yields_batches and facts.function not in fed:
+                facts.kind, facts.style = "other", "iter"
+                facts.reason = "hands batches to a library pipeline, not to a loop of the project"
+
+    # -- splits ----------------------------------------------------------------------------
+    def _mark_splits(self) -> None:
+        for facts in self.facts.values():
+            if facts.kind == "batch":
+                facts.split = split_of(self._split_evidence(facts))
+
+    def _split_evidence(self, facts: LoopFacts) -> list[str | None]:
+        """Texts that name the data the loop runs over, nearest first: the loader's name and
+        how it was built, the producer's arguments."""
+        fs, fn = self.graph.functions[facts.function]
+        texts: list[str | None] = [facts.subject]
+        loop = facts.loop
+        names = [facts.subject.split("(")[0]] + [a for layer in loop.layers for a in layer.args if a]
+        for name in names:
+            for a in fn.assigns:
+                if a.target == name:
+                    texts.append(a.value)
+                    texts.extend(a.call_args)
+                    texts.extend(v for _, v in a.call_keywords)
+        for i, call in enumerate(fn.calls):
+            if call.loops and call.loops[-1] == loop.index and set(self.graph.targets(facts.function, i)) & \
+                    set(facts.producers):
+                texts.extend(call.args)
+        return texts
 
     # -- epochs ----------------------------------------------------------------------------
     def _loop_descendants(self, fn: FunctionSummary, index: int) -> list[int]:
@@ -218,9 +411,9 @@ class LoopAnalysis:
         return out
 
     def _calls_in_loop(self, function_id: str, index: int) -> Iterable[str]:
-        for call, target in self.graph.calls_with_targets(function_id):
-            if target and index in call.loops:
-                yield target
+        for call, targets in self.graph.calls_with_targets(function_id):
+            if index in call.loops:
+                yield from targets
 
     def _functions_reaching(self, targets: set[str]) -> set[str]:
         """``targets`` and every function that calls one of them, directly or not."""
@@ -242,12 +435,23 @@ class LoopAnalysis:
             return True
         return any(t in functions for t in self._calls_in_loop(function_id, index))
 
+    def _epoch_shaped(self, facts: LoopFacts) -> bool:
+        loop = facts.loop
+        fn = self.graph.fn(facts.function)
+        if any(loop.index in loops for _, loops, _ in fn.yields):
+            return False  # a generator's loop around its yields: its consumer has the epochs
+        if loop.kind == "while":
+            pattern = re.compile(self.options.epoch_name_pattern)
+            return any(pattern.search(n) for n in (*loop.test_names, *loop.counters))
+        # not over a literal (``for split in ['train', 'val']``) nor a mapping's items
+        return loop.kind == "for" and not loop.literal_iter and not loop.iter_text.endswith(".items()")
+
     def _mark_epochs(self) -> None:
         batch = {k for k, f in self.facts.items() if f.kind == "batch"}
         reach_batch = self._functions_reaching({fid for fid, _ in batch})
         candidates = {
             (function_id, index) for (function_id, index), f in self.facts.items()
-            if f.kind == "other" and f.loop.kind == "for"
+            if f.kind == "other" and self._epoch_shaped(f)
             and self._loop_reaches(function_id, index, batch, reach_batch)
         }
         # innermost only: a loop that reaches another candidate is around the epoch loop
@@ -259,6 +463,10 @@ class LoopAnalysis:
                 facts = self.facts[key]
                 facts.kind = "epoch"
                 facts.reason = "the innermost loop around a batch loop"
+                if facts.loop.kind == "while":
+                    pattern = re.compile(self.options.epoch_name_pattern)
+                    named = [n for n in (*facts.loop.counters, *facts.loop.test_names) if pattern.search(n)]
+                    facts.int_var = named[0] if named else None
 
     # -- queries -----------------------------------------------------------------------------
     def loops_of(self, function_id: str) -> list[LoopFacts]:

@@ -32,12 +32,16 @@ import structlog
 from dftpass.core import hookspecs
 from dftpass.core.config import Config, ConfigError, Value, rule_selected
 from dftpass.core.context import PassTiming, RunContext
+from dftpass.core.findings import Finding, Severity
 from dftpass.core.passes import Pass, PassKind, option_fields
+from dftpass.core.project import TOOL
 
 log = structlog.get_logger("dftpass")
 
 AUTOLOAD_ENV = "DFTPASS_DISABLE_PLUGIN_AUTOLOAD"
 BUILTIN_PLUGIN = "dftpass.plugins.builtin"
+#: the analysis that tells a program from a library: transform passes do not run on a library
+LIBRARY_GATE = "programs"
 
 
 class PipelineError(Exception):
@@ -242,6 +246,10 @@ class PassManager:
     # -- running -----------------------------------------------------------------------
     def gate(self, ctx: RunContext, cls: type[Pass]) -> str | None:
         """None if the pass may run, else why it is skipped."""
+        if cls.kind == PassKind.TRANSFORM and not cls.runs_on_libraries and LIBRARY_GATE in self.registry:
+            programs = ctx.analysis(LIBRARY_GATE)
+            if programs.kind == "library":
+                return f"skipped: a library ({programs.reason})"
         if not cls.frameworks:
             return None
         detected = ctx.analysis("frameworks").names
@@ -257,6 +265,14 @@ class PassManager:
                 ctx.analysis(pid)
                 continue
             why = self.gate(ctx, cls)
+            if why and why.startswith("skipped: a library") and not any(
+                    t.status.startswith("skipped: a library") for t in ctx.timings):
+                # said once, by the first pass it stops
+                ctx.report(Finding(TOOL, f"treated as a library: {why.split('(', 1)[1].rstrip(')')}; no AI "
+                                   "regions are added (`--set project.kind=program` annotates it anyway, "
+                                   "`project.entries` names the entries to instrument)",
+                                   severity=Severity.WARNING if "ml" in ctx.analysis("frameworks").names
+                                   else Severity.INFO))
             if why:
                 ctx.timings.append(PassTiming(pid, 0.0, why))
                 log.debug("pass skipped", pass_id=pid, reason=why)

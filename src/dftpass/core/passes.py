@@ -63,6 +63,9 @@ class Pass:
     #: run only when one of these was detected ("pytorch", "distributed", ...); empty = always
     frameworks: ClassVar[tuple[str, ...]] = ()
     default_enabled: ClassVar[bool] = True
+    #: a transform pass that also runs on a library (its own logic decides what to touch);
+    #: others do not run when the project has no training or evaluation entry
+    runs_on_libraries: ClassVar[bool] = False
     #: free-form tags users can select rules by (``--select tag:compute``)
     tags: ClassVar[tuple[str, ...]] = ()
     #: an attrs class whose fields are the pass's options

@@ -132,6 +132,11 @@ def _stmt(code: str) -> cst.BaseStatement:
     return cst.parse_statement(code if code.endswith("\n") else code + "\n")
 
 
+def _stmts(code: str) -> list[cst.BaseStatement]:
+    """One or more statements (a lifecycle block is several)."""
+    return list(cst.parse_module(code if code.endswith("\n") else code + "\n").body)
+
+
 def _expr(code: str) -> cst.BaseExpression:
     return cst.parse_expression(code)
 
@@ -218,10 +223,12 @@ class _Apply(cst.CSTTransformer):
         # statements that open a region around this one (``X.start()``) go right before it;
         # free-standing ones (``ai.update(...)``) go above them
         inserts = sorted((e for e in edits if isinstance(e, InsertBefore)), key=lambda e: e.take_comments)
-        before = [_stmt(e.code) for e in inserts]
-        after = [_stmt(e.code) for e in edits if isinstance(e, InsertAfter)]
-        if before and any(e.take_comments for e in inserts):
+        before = [s for e in inserts for s in _stmts(e.code)]
+        after = [s for e in edits if isinstance(e, InsertAfter) for s in _stmts(e.code)]
+        if before and any(e.take_comments or e.separate for e in inserts):
             node, before[0] = _move_leading_lines(node, before[0])
+        if before and any(e.separate for e in inserts):
+            node = node.with_changes(leading_lines=[cst.EmptyLine()])
         return [*before, node, *after]
 
     def on_visit(self, node) -> bool:
@@ -249,6 +256,8 @@ class _Apply(cst.CSTTransformer):
             if isinstance(e, WrapBody):
                 updated_node = _wrap_body(updated_node, e, keep_docstring=False)
         return updated_node
+
+    leave_While = leave_If
 
     def leave_For(self, original_node, updated_node):
         edits = self.by_node.get(id(original_node), [])

@@ -62,6 +62,8 @@ class CallSite(NamedTuple):
     assigned_to: tuple[str, ...] = ()
     #: whether the call sits in an ``if __name__ == "__main__":`` block
     in_main_guard: bool = False
+    #: whether the call sits in a comprehension (it runs once per element)
+    in_comprehension: bool = False
 
     @property
     def method(self) -> str:
@@ -78,6 +80,17 @@ class IterLayer(NamedTuple):
 
     callee: str
     args: tuple[str | None, ...]
+
+
+class NextCall(NamedTuple):
+    """``x = next(it)`` somewhere in a loop's body (not in a nested loop or function)."""
+
+    stmt: StmtPath
+    #: dotted text of ``it``
+    iterator: str | None
+    #: the statement a fetch region must cover: the ``next`` statement itself, or the
+    #: ``try`` around it whose ``except StopIteration:`` restarts the iterator
+    region: StmtPath
 
 
 @attrs.define(slots=True)
@@ -102,18 +115,30 @@ class LoopSummary:
     body_first: StmtPath = ()
     #: dotted callees of the statements that are direct children of the loop body
     body_calls: tuple[str, ...] = ()
-    #: ``x = next(it)`` statements directly in the body: (statement path, dotted ``it``)
-    next_calls: tuple[tuple[StmtPath, str | None], ...] = ()
+    #: ``x = next(it)`` statements in the body (nested blocks included, nested loops not)
+    next_calls: tuple[NextCall, ...] = ()
+    #: names and ``self`` attributes the body counts up by one (``step += 1``): the loop's
+    #: own iteration counter when it has no loop variable
+    counters: tuple[str, ...] = ()
+    #: ``while`` loops: the names the condition reads (``epoch < max_epochs``), and
+    #: whether it is a constant truth (``while True:``)
+    test_names: tuple[str, ...] = ()
+    forever: bool = False
+    #: the innermost iterable (below the call layers) is a literal: ``['train', 'val']``
+    literal_iter: bool = False
 
 
 class Assign(NamedTuple):
     """``name = <value>`` inside a function (or at module level)."""
 
     target: str  # a name, or a dotted ``self.attr``
-    value: str | None  # dotted text of the value; calls end in "()"
+    #: dotted text of the value (calls end in "()"); a literal container or function is
+    #: ``<list>``, ``<tuple>``, ``<dict>``, ``<set>``, ``<lambda>``, ``<str>``, ``<number>``
+    value: str | None
     line: int
     stmt: StmtPath
     call_args: tuple[str | None, ...] = ()
+    call_keywords: tuple[tuple[str, str | None], ...] = ()
 
 
 @attrs.define(slots=True)
@@ -144,6 +169,9 @@ class FunctionSummary:
     returns: tuple[str | None, ...] = ()
     #: dotted texts of every ``with`` item in the body
     withs: tuple[str, ...] = ()
+    #: what the function yields: (dotted text of the value, indexes of the enclosing loops,
+    #: whether it is ``yield from``)
+    yields: tuple[tuple[str | None, tuple[int, ...], bool], ...] = ()
 
     @property
     def is_module(self) -> bool:
@@ -195,6 +223,19 @@ class FileSummary:
     #: every distinct dotted text the file calls, passes or assigns (``torch.version.hip``):
     #: whole-file questions ("does it use X?") ask this set instead of walking every call
     mentions: frozenset[str] = frozenset()
+    #: files the module runs with ``exec(open("configurator.py").read())``: part of it
+    exec_includes: tuple[str, ...] = ()
+    #: index of the first top-level statement after the script's set-up (docstring,
+    #: imports, ``sys.path`` and environment set-up): where a module-level script starts
+    script_anchor: int = 0
+    #: the line of that statement
+    script_line: int = 1
+    #: the module's top level does work (calls, loops), beyond defining things
+    top_level_work: bool = False
+    #: dftracer names the file gets from other project modules (``from pkg.util import
+    #: dft_ai`` where pkg.util imports ``ai as dft_ai``): local -> symbol; the call graph
+    #: fills it, :func:`dftpass.core.emitter.aliases` reads it
+    reexported_api: dict[str, str] = attrs.field(factory=dict)
 
     def function(self, qualname: str) -> FunctionSummary | None:
         for fn in self.functions:
@@ -293,12 +334,25 @@ def _expr_children(stmt: ast.stmt) -> Iterator[ast.AST]:
         yield child
 
 
-def _walk_expr(node: ast.AST) -> Iterator[ast.AST]:
-    stack = [node]
+_COMPREHENSIONS = (ast.ListComp, ast.SetComp, ast.GeneratorExp, ast.DictComp)
+
+
+def _walk_expr(node: ast.AST) -> Iterator[tuple[ast.AST, bool]]:
+    """Every node of an expression, with whether it runs once per element of a
+    comprehension (everything in one but the first ``for``'s iterable)."""
+    stack = [(node, False)]
     while stack:
-        n = stack.pop()
-        yield n
-        stack.extend(ast.iter_child_nodes(n))
+        n, repeated = stack.pop()
+        yield n, repeated
+        if isinstance(n, _COMPREHENSIONS):
+            for k, gen in enumerate(n.generators):
+                stack.append((gen.iter, repeated or k > 0))
+                stack.append((gen.target, True))
+                stack.extend((cond, True) for cond in gen.ifs)
+            parts = (n.key, n.value) if isinstance(n, ast.DictComp) else (n.elt,)
+            stack.extend((part, True) for part in parts)
+        else:
+            stack.extend((c, repeated) for c in ast.iter_child_nodes(n))
 
 
 # --------------------------------------------------------------------------------------
@@ -317,6 +371,7 @@ class _Builder:
         self.guards: list[GuardSummary] = []
         self.bound: set[str] = set()
         self.top_imports: set[str] = set()
+        self.exec_includes: list[str] = []
 
     # -- imports -------------------------------------------------------------------
     def _resolve_relative(self, level: int, module: str | None) -> str:
@@ -398,6 +453,7 @@ class _Builder:
         walker.block(body, path, "body", loops=(), withs=(), guard=False)
         fn.returns = tuple(walker.returns)
         fn.withs = tuple(walker.all_withs)
+        fn.yields = tuple(walker.yields)
         return fn
 
     def class_(self, node: ast.ClassDef, qualname: str, path: StmtPath) -> None:
@@ -434,6 +490,7 @@ class _FunctionWalker:
         self.fn = fn
         self.returns: list[str | None] = []
         self.all_withs: list[str] = []
+        self.yields: list[tuple[str | None, tuple[int, ...], bool]] = []
 
     def block(self, stmts: list[ast.stmt], owner: StmtPath, field: str,
               loops: tuple[int, ...], withs: tuple[str, ...], guard: bool) -> None:
@@ -496,7 +553,7 @@ class _FunctionWalker:
         fn = self.fn
         whole = getattr(stmt, "value", None)
         for expr in exprs:
-            for node in _walk_expr(expr):
+            for node, repeated in _walk_expr(expr):
                 if isinstance(node, ast.Call):
                     if isinstance(node.func, ast.Name) and node.func.id in _BORING_BUILTINS \
                             and node.func.id not in self.b.bound:
@@ -528,9 +585,14 @@ class _FunctionWalker:
                         withs=withs,
                         assigned_to=assigned,
                         in_main_guard=guard,
+                        in_comprehension=repeated,
                     ))
+                    included = _exec_include(node)
+                    if included:
+                        self.b.exec_includes.append(included)
                 elif isinstance(node, (ast.Yield, ast.YieldFrom)):
                     fn.is_generator = True
+                    self.yields.append((dotted(node.value), loops, isinstance(node, ast.YieldFrom)))
                 elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
                     self.b.bound.add(node.id)
                 elif isinstance(node, ast.arg):
@@ -541,13 +603,23 @@ class _FunctionWalker:
         value = stmt.value
         if value is None:
             return
-        text = dotted(value)
+        text = dotted(value) or _literal_kind(value)
         call_args = tuple(dotted(a) for a in value.args) if isinstance(value, ast.Call) else ()
+        call_keywords = tuple((k.arg, dotted(k.value)) for k in value.keywords if k.arg) \
+            if isinstance(value, ast.Call) else ()
         for t in targets:
             if isinstance(t, (ast.Name, ast.Attribute)):
                 name = dotted(t)
                 if name:
-                    self.fn.assigns.append(Assign(name, text, stmt.lineno, path, call_args))
+                    self.fn.assigns.append(Assign(name, text, stmt.lineno, path, call_args, call_keywords))
+            elif isinstance(t, (ast.Tuple, ast.List)) and isinstance(value, (ast.Tuple, ast.List)) \
+                    and len(t.elts) == len(value.elts):
+                # ``model, config = self.model, self.config``: each name gets its own value
+                for sub_target, sub_value in zip(t.elts, value.elts):
+                    name = dotted(sub_target) if isinstance(sub_target, (ast.Name, ast.Attribute)) else None
+                    if name:
+                        self.fn.assigns.append(Assign(name, dotted(sub_value) or _literal_kind(sub_value),
+                                                      stmt.lineno, path))
 
     def _loop(self, stmt: ast.For | ast.AsyncFor | ast.While, path: StmtPath,
               loops: tuple[int, ...]) -> int:
@@ -561,13 +633,11 @@ class _FunctionWalker:
         loop.body_calls = tuple(
             _callee(s.value) for s in stmt.body if isinstance(s, ast.Expr) and isinstance(s.value, ast.Call)
         )
-        nexts = []
-        for i, s in enumerate(stmt.body):
-            if isinstance(s, (ast.Assign, ast.AnnAssign)) and isinstance(s.value, ast.Call) \
-                    and dotted(s.value.func) == "next":
-                nexts.append((path + (("body", i),), dotted(s.value.args[0]) if s.value.args else None))
-        loop.next_calls = tuple(nexts)
+        loop.next_calls, loop.counters = _body_facts(stmt.body, path)
         if isinstance(stmt, ast.While):
+            loop.test_names = tuple(dict.fromkeys(
+                n.id for n in ast.walk(stmt.test) if isinstance(n, ast.Name)))
+            loop.forever = isinstance(stmt.test, ast.Constant) and bool(stmt.test.value)
             return index
         target = stmt.target
         loop.target_names = _target_names(target)
@@ -584,6 +654,8 @@ class _FunctionWalker:
             node = node.args[0]
         loop.layers = tuple(layers)
         loop.core = dotted(node)
+        loop.literal_iter = isinstance(node, (ast.List, ast.Tuple, ast.Set, ast.Dict, ast.JoinedStr)) or (
+            isinstance(node, ast.Constant) and isinstance(node.value, (str, bytes)))
         return index
 
 
@@ -608,6 +680,69 @@ def _has_break(body: list[ast.stmt]) -> bool:
         for _, block in _blocks(s):
             stack.extend(block)
     return False
+
+
+def _literal_kind(node: ast.AST | None) -> str | None:
+    """``<list>``, ``<dict>``... for a literal container, ``<lambda>``, ``<str>``, ``<number>``."""
+    kinds = {ast.List: "<list>", ast.ListComp: "<list>", ast.Tuple: "<tuple>", ast.Dict: "<dict>",
+             ast.DictComp: "<dict>", ast.Set: "<set>", ast.SetComp: "<set>", ast.Lambda: "<lambda>",
+             ast.GeneratorExp: "<generator>", ast.JoinedStr: "<str>"}
+    for cls, kind in kinds.items():
+        if isinstance(node, cls):
+            return kind
+    if isinstance(node, ast.Constant):
+        return "<str>" if isinstance(node.value, (str, bytes)) else "<number>"
+    return None
+
+
+def _catches_stop_iteration(stmt: ast.Try) -> bool:
+    for handler in stmt.handlers:
+        types = handler.type.elts if isinstance(handler.type, ast.Tuple) else [handler.type]
+        if any(dotted(t) in ("StopIteration", "builtins.StopIteration") for t in types if t is not None):
+            return True
+    return False
+
+
+def _body_facts(body: list[ast.stmt], path: StmtPath) -> tuple[tuple[NextCall, ...], tuple[str, ...]]:
+    """The ``x = next(it)`` statements and the ``+= 1`` counters of a loop body (nested
+    blocks included; nested loops and functions are theirs)."""
+    nexts: list[NextCall] = []
+    counters: list[str] = []
+
+    def walk(stmts: list[ast.stmt], owner: StmtPath, field: str, region: StmtPath | None) -> None:
+        for i, s in enumerate(stmts):
+            here = owner + ((field, i),)
+            if isinstance(s, (ast.For, ast.AsyncFor, ast.While, ast.FunctionDef, ast.AsyncFunctionDef,
+                              ast.ClassDef)):
+                continue
+            value = getattr(s, "value", None)
+            if isinstance(s, (ast.Assign, ast.AnnAssign)) and isinstance(value, ast.Call) \
+                    and dotted(value.func) == "next" and value.args:
+                nexts.append(NextCall(here, dotted(value.args[0]), region or here))
+            elif isinstance(s, ast.AugAssign) and isinstance(s.op, ast.Add) \
+                    and isinstance(s.value, ast.Constant) and s.value.value == 1:
+                target = dotted(s.target)
+                if target:
+                    counters.append(target)
+            inner = here if isinstance(s, ast.Try) and _catches_stop_iteration(s) and region is None else region
+            for sub_field, block in _blocks(s):
+                walk(block, here, sub_field, inner)
+
+    walk(body, path, "body", None)
+    return tuple(nexts), tuple(dict.fromkeys(counters))
+
+
+def _exec_include(node: ast.Call) -> str | None:
+    """The file of ``exec(open("file.py").read())``, if that is what the call is."""
+    if not (isinstance(node.func, ast.Name) and node.func.id == "exec" and node.args):
+        return None
+    read = node.args[0]
+    if isinstance(read, ast.Call) and isinstance(read.func, ast.Attribute) and read.func.attr == "read":
+        opened = read.func.value
+        if isinstance(opened, ast.Call) and dotted(opened.func) == "open" and opened.args \
+                and isinstance(opened.args[0], ast.Constant) and isinstance(opened.args[0].value, str):
+            return opened.args[0].value
+    return None
 
 
 _FRAMEWORK_IMPORTS = ("torch", "tensorflow", "jax", "keras", "lightning", "pytorch_lightning")
@@ -654,6 +789,47 @@ def _import_anchor(tree: ast.Module) -> int:
     return anchor
 
 
+def _is_setup(stmt: ast.stmt) -> bool:
+    """A statement of a script's set-up: an import (also in ``try``/``if`` blocks of imports
+    only), ``sys.path`` or environment set-up, ``__all__``/``__version__``-style dunders."""
+    if isinstance(stmt, (ast.Import, ast.ImportFrom)) or _sets_environment(stmt):
+        return True
+    if isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call):
+        return (dotted(stmt.value.func) or "").startswith(("sys.path.", "warnings.", "site.addsitedir"))
+    if isinstance(stmt, (ast.Assign, ast.AnnAssign)):
+        targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]
+        return all(isinstance(t, ast.Name) and t.id.startswith("__") for t in targets) or \
+            any((dotted(t) or "").startswith("sys.path") for t in targets)
+    if isinstance(stmt, (ast.Try, ast.If)):
+        blocks = [b for _, b in _blocks(stmt)]
+        return bool(blocks) and all(
+            isinstance(s, (ast.Import, ast.ImportFrom, ast.Pass)) or _is_setup(s)
+            or (isinstance(s, ast.Assign) and isinstance(s.value, ast.Constant)) for b in blocks for s in b)
+    return False
+
+
+def _script_anchor(tree: ast.Module, import_anchor: int) -> int:
+    """Index of the first top-level statement after the set-up that opens a script."""
+    i = import_anchor
+    while i < len(tree.body) and (_is_setup(tree.body[i]) or (
+            i == 0 and isinstance(tree.body[0], ast.Expr) and isinstance(tree.body[0].value, ast.Constant))):
+        i += 1
+    return i
+
+
+def _does_work(stmt: ast.stmt) -> bool:
+    """A top-level statement that runs something (a loop, a call) rather than defining things."""
+    if isinstance(stmt, (ast.For, ast.AsyncFor, ast.While, ast.With, ast.AsyncWith)):
+        return True
+    if isinstance(stmt, ast.Expr):
+        return isinstance(stmt.value, (ast.Call, ast.Await))
+    if isinstance(stmt, ast.Try):
+        return any(_does_work(s) for _, block in _blocks(stmt) for s in block)
+    if isinstance(stmt, ast.If) and not _is_main_guard(stmt):
+        return any(_does_work(s) for _, block in _blocks(stmt) for s in block)
+    return False
+
+
 def summarize_tree(tree: ast.Module, relpath: str, module: str, lines: int) -> FileSummary:
     is_package = relpath.endswith("__init__.py")
     builder = _Builder(module, is_package)
@@ -666,6 +842,8 @@ def summarize_tree(tree: ast.Module, relpath: str, module: str, lines: int) -> F
             mentions.add(call.callee)
             mentions.update(a for a in call.args if a)
         mentions.update(a.value for a in fn.assigns if a.value)
+    import_anchor = _import_anchor(tree)
+    script_anchor = _script_anchor(tree, import_anchor)
     return FileSummary(
         relpath=relpath,
         module=module,
@@ -677,8 +855,12 @@ def summarize_tree(tree: ast.Module, relpath: str, module: str, lines: int) -> F
         top_imports=frozenset(builder.top_imports),
         imported_modules=frozenset(builder.imported_modules),
         lines=lines,
-        import_anchor=_import_anchor(tree),
+        import_anchor=import_anchor,
         mentions=frozenset(mentions),
+        exec_includes=tuple(dict.fromkeys(builder.exec_includes)),
+        script_anchor=script_anchor,
+        script_line=tree.body[script_anchor].lineno if script_anchor < len(tree.body) else lines,
+        top_level_work=any(_does_work(s) for s in tree.body),
     )
 
 

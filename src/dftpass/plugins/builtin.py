@@ -10,6 +10,7 @@ from dftpass.core.hookspecs import hookimpl
 from dftpass.plugins.analyses.callgraph import CallGraphAnalysis
 from dftpass.plugins.analyses.frameworks import FrameworksAnalysis
 from dftpass.plugins.analyses.loops import LoopsAnalysis
+from dftpass.plugins.analyses.programs import ProgramsAnalysis
 from dftpass.plugins.analyses.traces import TracesAnalysis
 from dftpass.plugins.compute.ml_r4_optimizer_step import OptimizerStep
 from dftpass.plugins.compute.ml_r7_forward_backward import ForwardBackward
@@ -28,6 +29,7 @@ PASSES = [
     CallGraphAnalysis,
     FrameworksAnalysis,
     LoopsAnalysis,
+    ProgramsAnalysis,
     TracesAnalysis,
     # rules
     ProgramLifecycle,

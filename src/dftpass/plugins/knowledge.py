@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import re
 
-from dftpass.core.callgraph import CallGraph
+from dftpass.core.callgraph import CallGraph, ResolutionHints
 from dftpass.core.summary import CallSite, FileSummary, FunctionSummary, StmtPath
+from dftpass.core.values import ValueHints, classes
 
 OPTIMIZER_NAME = re.compile(r"(?i)^(opt|optim|optimi[sz]er)s?(_\w+)?$|(^|_)optimi[sz]er$|^opt_\w+$")
 SCALER_NAME = re.compile(r"(?i)(^|_)(grad_?)?scaler$")
@@ -21,6 +22,33 @@ OPTIMIZER_CLASSES = {
     "ZeroRedundancyOptimizer", "DistributedOptimizer",
 }
 NO_GRAD = ("no_grad", "inference_mode")
+
+#: calls that run one training or evaluation step without showing a backward pass: a
+#: benchmark's simulated ``compute``, a framework's ``train_step`` or ``train_on_batch``
+COMPUTE_STEP = re.compile(
+    r"(?i)^(compute|run_step|step_fn|forward_backward(_step)?|"
+    r"(train|training|eval|evaluation|validation|val|test|predict)_(step|batch)|"
+    r"(train|test|predict)_on_batch)$")
+#: calls that run a whole training (or evaluation) phase inside a framework
+FRAMEWORK_PHASES = {"fit": "train", "fit_generator": "train", "train_on_batch": "train",
+                    "validate": "evaluate", "evaluate": "evaluate", "test": "test"}
+#: receivers of framework phase calls: ``trainer.fit``, ``model.fit`` (Keras)
+PHASE_RECEIVER = re.compile(r"(?i)(trainer|model|learner|estimator|engine)$")
+#: names of the objects a training step calls as its model (when nothing else tells)
+MODEL_NAME = re.compile(r"(?i)^(model|net|network|module|backbone|encoder|decoder|generator|discriminator|"
+                        r"policy|critic|actor|classifier|transformer|gpt|llm|lm)s?(_\w+)?$|_(model|net)$")
+#: external calls that build a model whose class the project cannot tell
+MODEL_FACTORIES = ("create_model", "from_pretrained", "from_config", "instantiate", "get_model", "build_model",
+                   "load_model", "model_from_name")
+#: methods of log sinks (what they are passed is not the function's work)
+LOG_METHODS = frozenset({"debug", "info", "warning", "warn", "error", "exception", "critical", "log", "print",
+                         "output"})
+#: calls that read or write data in the process (for "the function that reads a sample")
+IO_CALLS = {
+    "open", "load", "loads", "fromfile", "frombuffer", "memmap", "imread", "read", "readinto", "read_file",
+    "read_csv", "read_parquet", "read_json", "File", "Image.open", "decode_image", "read_image", "load_image",
+    "get_object", "download_fileobj", "urlopen", "readlines", "read_bytes", "read_text",
+}
 
 
 def _last(text: str) -> str:
@@ -73,13 +101,12 @@ def trains(graph: CallGraph, function_id: str, call_filter=None) -> bool:
     they call, do a backward pass or an optimizer step."""
     fs, fn = graph.functions[function_id]
     targets = []
-    for call, target in graph.calls_with_targets(function_id):
+    for call, found in graph.calls_with_targets(function_id):
         if call_filter is not None and not call_filter(call):
             continue
         if is_backward(call) or is_optimizer_step(graph, fs, fn, call):
             return True
-        if target:
-            targets.append(target)
+        targets.extend(found)
     seen: set[str] = set()
     while targets:
         t = targets.pop()
@@ -111,3 +138,88 @@ def sibling(path: StmtPath, offset: int) -> StmtPath | None:
 
 def calls_at(fn: FunctionSummary, path: StmtPath | None) -> list[CallSite]:
     return [c for c in fn.calls if path is not None and c.stmt == path]
+
+
+# -- program and resolution knowledge ---------------------------------------------------------
+
+def resolution_hints() -> ResolutionHints:
+    """What the call graph and value flow cannot read from the project's code."""
+    return ResolutionHints(
+        process_launchers=frozenset({"spawn", "start_processes", "Process"}),
+        process_keywords=frozenset({"worker_init_fn"}),
+        module_bases=("nn.Module", "torch.nn.Module", "LightningModule", "pl.LightningModule"),
+        module_base_prefixes=("torch.nn.", "nn."),
+        values=ValueHints(
+            identity_methods=frozenset({"to", "cuda", "cpu", "train", "eval", "float", "half", "double",
+                                        "bfloat16", "requires_grad_", "share_memory", "to_empty"}),
+            passthrough_calls=frozenset({
+                "torch.compile", "torch.nn.parallel.DistributedDataParallel", "DistributedDataParallel",
+                "torch.nn.DataParallel", "nn.DataParallel", "DataParallel",
+                "torch.distributed.fsdp.FullyShardedDataParallel", "FullyShardedDataParallel", "FSDP", "DDP",
+                "iter",
+            }),
+        ),
+    )
+
+
+def is_compute_step(call: CallSite) -> bool:
+    return bool(COMPUTE_STEP.match(call.method)) and call.callee != "step"
+
+
+def framework_phase(call: CallSite) -> str | None:
+    """``trainer.fit(...)`` -> "train", ``trainer.validate(...)`` -> "evaluate", ..."""
+    phase = FRAMEWORK_PHASES.get(call.method)
+    if phase and call.receiver and PHASE_RECEIVER.search(call.receiver.rsplit(".", 1)[-1]):
+        return phase
+    return None
+
+
+def model_classes(graph: CallGraph, function_id: str, callee: str) -> set[str]:
+    """The project model classes (torch modules) a call of ``callee`` runs ``forward`` of."""
+    if graph.values is None:
+        return set()
+    return {c for c in classes(graph.values.of(function_id, callee)) if graph.is_module_class(c)}
+
+
+def is_model_call(graph: CallGraph, function_id: str, index: int) -> bool:
+    """Call ``index`` of the function is ``model(x)``, ``self.net(x)``: an instance of a model
+    class, or a name that reads like a model when what it holds is unknown (a factory's)."""
+    callee = graph.fn(function_id).calls[index].callee
+    if "(" in callee or callee.count(".") > 1 or (callee.count(".") == 1 and not callee.startswith("self.")):
+        return False
+    if model_classes(graph, function_id, callee):
+        return True
+    if graph.targets(function_id, index):
+        return False  # a project function, not a model
+    return bool(MODEL_NAME.search(callee.rsplit(".", 1)[-1]))
+
+
+def does_step(graph: CallGraph, function_id: str, loops: set[int] | None = None) -> bool:
+    """Whether calls of the function (those in ``loops``, if given) run a training or
+    evaluation step: a backward pass, an optimizer step, a compute-step call, a model call,
+    or a project function that does one of these."""
+    fs, fn = graph.functions[function_id]
+    pending = []
+    for i, call in enumerate(fn.calls):
+        if loops is not None and not (set(call.loops) & loops):
+            continue
+        if is_backward(call) or is_optimizer_step(graph, fs, fn, call) or is_compute_step(call) \
+                or is_model_call(graph, function_id, i):
+            return True
+        pending.extend(graph.targets(function_id, i))
+    return any(trains(graph, t) for t in pending)
+
+
+def does_io(graph: CallGraph, function_id: str) -> bool:
+    """Whether the function itself reads or writes data (not through project functions)."""
+    fs, fn = graph.functions[function_id]
+    for i, call in enumerate(fn.calls):
+        if graph.targets(function_id, i):
+            continue
+        qualified = graph.qualify(fs, call.callee)
+        last = qualified.rsplit(".", 1)[-1]
+        if last in IO_CALLS or ".".join(qualified.rsplit(".", 2)[-2:]) in IO_CALLS:
+            return True
+        if qualified.startswith(("h5py.", "cv2.imread", "PIL.", "imageio.", "tifffile.", "pyarrow.")):
+            return True
+    return False

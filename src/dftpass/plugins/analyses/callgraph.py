@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dftpass.core.callgraph import CallGraph, build_callgraph
 from dftpass.core.passes import Pass, PassKind
+from dftpass.plugins.knowledge import resolution_hints
 
 
 class CallGraphAnalysis(Pass):
@@ -14,4 +15,4 @@ class CallGraphAnalysis(Pass):
     kind = PassKind.ANALYSIS
 
     def run(self, ctx) -> CallGraph:
-        return build_callgraph(ctx.project.summaries(), ctx.project.console_scripts())
+        return build_callgraph(ctx.project.summaries(), ctx.project.console_scripts(), resolution_hints())

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dftpass.core import emitter
 from dftpass.core.loops import LoopAnalysis, LoopOptions
 from dftpass.core.passes import Pass, PassKind
+from dftpass.plugins.knowledge import does_step
 
 
 class LoopsAnalysis(Pass):
@@ -23,4 +24,6 @@ class LoopsAnalysis(Pass):
     Options = LoopOptions
 
     def run(self, ctx) -> LoopAnalysis:
-        return LoopAnalysis(ctx.analysis("callgraph"), self.options, emitter.recognize).run()
+        graph = ctx.analysis("callgraph")
+        return LoopAnalysis(graph, self.options, emitter.recognize,
+                            lambda function_id, loops: does_step(graph, function_id, loops)).run()

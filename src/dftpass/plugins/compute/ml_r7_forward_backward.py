@@ -1,29 +1,52 @@
-"""ML-R7: ``@ai.compute.forward`` on the model's ``forward``; ``with ai.compute.backward:`` around backward."""
+"""ML-R7: ``@ai.compute.forward`` on the model the loops call; ``ai.compute.backward``; ``@ai.compute`` on a step."""
 
 from __future__ import annotations
 
 from dftpass.core.edits import WrapStmt
 from dftpass.core.emitter import is_node
+from dftpass.core.findings import Finding, Severity
 from dftpass.core.passes import Case, Pass, PassKind
 from dftpass.core.placement import function_region, has_region
-from dftpass.plugins.knowledge import is_backward
+from dftpass.plugins.knowledge import is_backward, is_compute_step, is_model_call, model_classes, trains
+
+
+#: more candidate model classes than this at one call site: the call site is timed instead
+MAX_MODEL_CLASSES = 4
+#: with no model call found in any batch loop, the top-level models are decorated only up to this
+MAX_FALLBACK_MODELS = 8
 
 
 class ForwardBackward(Pass):
-    """Time the model's forward pass and every backward pass.
+    """Time the model's forward pass, every backward pass, and a step without that split.
 
     What it does:
-        ``@ai.compute.forward`` goes on ``forward`` of each top-level model: a
-        ``torch.nn.Module`` subclass (directly or through project classes) that no other
-        module class builds as a submodule. Each backward statement (``loss.backward()``,
+        **Forward.** The models that count are those the batch loops call (``output =
+        model(x)``, ``logits, loss = model(x, y)``), followed through assignments, factories,
+        attributes, parameters, ``.to(device)``, ``torch.compile`` and DDP/FSDP wrappers (the
+        inner module is the one annotated: ML-R11's rule). Such a model class, when it is a
+        top-level one, gets ``@ai.compute.forward`` on its ``forward``. A class that builds
+        itself (``cls(config)``, ``GPT(config)`` in a classmethod) is not its own submodule,
+        and subclasses of ``torch.nn`` classes (``nn.Transformer``) are models. When the model
+        comes from a factory the project cannot see into (``create_model(name)``,
+        ``AutoModel.from_pretrained``, hydra ``instantiate``) or more than four classes are
+        candidates, the call itself is timed: ``with ai.compute.forward:`` around
+        ``output = model(x)``, instead of decorating every ``forward`` in a model zoo. With no
+        model call in any batch loop, the top-level models are decorated (up to eight).
+
+        **Backward.** Each backward statement (``loss.backward()``,
         ``scaler.scale(loss).backward()``, ``accelerator.backward(loss)``,
         ``self.manual_backward(loss)``) is wrapped in ``with ai.compute.backward:``.
 
+        **A step with no forward/backward split.** A batch loop that runs its step through a
+        compute call (a benchmark's ``framework.compute(batch)``, ``trainer.train_step(batch)``,
+        Keras ``train_on_batch``) and shows no backward pass and no model call: the project
+        function it calls gets ``@ai.compute`` (DLIO's pattern), a library call gets
+        ``with ai.compute:``.
+
     Why:
-        Forward and backward are most of a training step's compute. Only top-level models
-        are decorated because the ``ai`` nodes are not re-entrant: a submodule's forward
-        inside the model's forward would keep only the inner event. With DDP/FSDP the
-        inner module's class is what gets decorated, never the wrapper (ML-R11).
+        Forward and backward are most of a training step's compute. The ``ai`` nodes are not
+        re-entrant: a submodule's forward inside the model's would keep only the inner event,
+        which is why only the model the loop calls is decorated.
 
     Example:
         ``loss.backward()`` becomes ``with ai.compute.backward:`` / ``loss.backward()``.
@@ -31,6 +54,8 @@ class ForwardBackward(Pass):
     Fix safety:
         Safe: the decorator goes innermost and keeps the signature; ``nn.Module.__call__``
         still runs hooks around it. A forward that is a generator gets a body region.
+        A ``with`` around a call site covers that statement only (the loss computed in the
+        same statement is counted as forward).
 
     Options:
         None.
@@ -39,8 +64,8 @@ class ForwardBackward(Pass):
     id = "ML-R7"
     title = "Forward and backward"
     kind = PassKind.TRANSFORM
-    requires = ("callgraph",)
-    frameworks = ("pytorch",)
+    requires = ("callgraph", "loops")
+    frameworks = ("ml",)
     tags = ("compute",)
 
     VALID = [
@@ -62,21 +87,101 @@ class ForwardBackward(Pass):
             "from dftracer.python import ai\nimport torch\n\n\ndef step(loss, scaler):\n"
             "    with ai.compute.backward:\n        scaler.scale(loss).backward()  # scaled\n",
         ),
+        Case(
+            # the model the loop calls, built by a classmethod that constructs its own class
+            # (not a submodule of itself), subclassing a torch.nn class
+            "import torch\nfrom torch import nn\n\n\nclass GPT(nn.Transformer):\n    @classmethod\n"
+            "    def from_config(cls, n):\n        model = GPT()\n        return model\n\n    def forward(self, x):\n"
+            "        return x\n\n\nclass Unused(nn.Module):\n    def forward(self, x):\n        return x\n\n\n"
+            "def train(loader):\n    model = GPT.from_config(2)\n    for x in torch.utils.data.DataLoader(loader):\n"
+            "        model(x).sum().backward()\n",
+            "from dftracer.python import ai\nimport torch\nfrom torch import nn\n\n\nclass GPT(nn.Transformer):\n"
+            "    @classmethod\n    def from_config(cls, n):\n        model = GPT()\n        return model\n\n"
+            "    @ai.compute.forward\n    def forward(self, x):\n        return x\n\n\nclass Unused(nn.Module):\n"
+            "    def forward(self, x):\n        return x\n\n\n"
+            "def train(loader):\n    model = GPT.from_config(2)\n    for x in torch.utils.data.DataLoader(loader):\n"
+            "        with ai.compute.backward:\n            model(x).sum().backward()\n",
+        ),
+        Case(
+            # a model from a factory: the call site is timed, not every forward of the zoo
+            "import timm\nimport torch\n\n\ndef train(name, loader, opt):\n    model = timm.create_model(name)\n"
+            "    for x, y in torch.utils.data.DataLoader(loader):\n        output = model(x)\n"
+            "        opt.step()\n",
+            "from dftracer.python import ai\nimport timm\nimport torch\n\n\ndef train(name, loader, opt):\n"
+            "    model = timm.create_model(name)\n    for x, y in torch.utils.data.DataLoader(loader):\n"
+            "        with ai.compute.forward:\n            output = model(x)\n        opt.step()\n",
+        ),
+        Case(
+            # a simulated step (a benchmark): no backward, no model; the compute is the step
+            "import time\nimport torch\n\n\nclass Framework:\n    def compute(self, batch, seconds):\n"
+            "        time.sleep(seconds)\n\n\ndef train(loader):\n    framework = Framework()\n"
+            "    for batch in torch.utils.data.DataLoader(loader):\n        framework.compute(batch, 0.01)\n",
+            "from dftracer.python import ai\nimport time\nimport torch\n\n\nclass Framework:\n"
+            "    @ai.compute\n    def compute(self, batch, seconds):\n        time.sleep(seconds)\n\n\n"
+            "def train(loader):\n    framework = Framework()\n"
+            "    for batch in torch.utils.data.DataLoader(loader):\n        framework.compute(batch, 0.01)\n",
+        ),
     ]
 
     def run(self, ctx) -> None:
         graph = ctx.analysis("callgraph")
-        for class_id, (fs, cs) in graph.classes.items():
-            if "forward" not in cs.methods or not graph.is_module_class(class_id):
+        loops = ctx.analysis("loops")
+        calls = list(_loop_calls(graph, loops))
+        self._forward(ctx, graph, calls)
+        self._backward(ctx, graph)
+        self._compute_steps(ctx, graph, loops, calls)
+
+    # -- forward ------------------------------------------------------------------------------
+    def _forward(self, ctx, graph, calls) -> None:
+        decorate: dict[str, str] = {}
+        seen_model_call = False
+        for function_id, index in calls:
+            if not is_model_call(graph, function_id, index):
                 continue
-            builders = graph.instantiated_in.get(class_id, set())
-            if any((c := graph.class_of_method(b)) and graph.is_module_class(c) for b in builders):
-                continue  # a submodule: its forward runs inside the model's
-            fn = fs.function(cs.methods["forward"])
-            if fn is None or has_region(fs, fn, "compute.forward"):
+            seen_model_call = True
+            fs, fn = graph.functions[function_id]
+            call = fn.calls[index]
+            candidates = model_classes(graph, function_id, call.callee)
+            found = {c for c in candidates if _top_level(graph, c)}
+            if candidates and not found:
+                continue  # a submodule called by its model
+            if found and len(found) <= MAX_MODEL_CLASSES:
+                for class_id in found:
+                    decorate.setdefault(class_id, f"forward of model {graph.classes[class_id][1].name}, "
+                                                  f"called by {fn.name} at line {call.line}")
+            elif not candidates:
+                self._wrap_call(ctx, graph, function_id, call, "compute.forward",
+                                f"model call {call.callee}(): its class comes from a factory")
+            else:
+                self._wrap_call(ctx, graph, function_id, call, "compute.forward",
+                                f"model call {call.callee}(): {len(found)} model classes are candidates")
+        if not seen_model_call:
+            tops = [c for c in graph.classes if "forward" in graph.classes[c][1].methods
+                    and graph.is_module_class(c) and _top_level(graph, c)]
+            if len(tops) > MAX_FALLBACK_MODELS:
+                ctx.report(Finding(self.id, f"{len(tops)} model classes and no model call found in a batch loop: "
+                                   "no forward is annotated (name the model class with --select/per-path, or "
+                                   "wrap the call site by hand)", severity=Severity.INFO))
+                tops = []
+            for class_id in tops:
+                decorate.setdefault(class_id, f"forward of model {graph.classes[class_id][1].name}")
+        for class_id, why in sorted(decorate.items()):
+            fs, cs = graph.classes[class_id]
+            fn = fs.function(cs.methods["forward"]) if "forward" in cs.methods else None
+            if fn is None:
                 continue
-            ctx.add_edit(fs.relpath, function_region(ctx.names(fs.relpath), fn, "compute.forward", self.id,
-                                                     f"forward of model {cs.name}"))
+            if has_region(fs, fn, "compute.forward"):
+                continue
+            ctx.add_edit(fs.relpath, function_region(ctx.names(fs.relpath), fn, "compute.forward", self.id, why))
+
+    def _wrap_call(self, ctx, graph, function_id: str, call, node: str, why: str) -> None:
+        fs = graph.file_of(function_id)
+        if call.stmt_kind not in ("expr", "assign") or any(is_node(fs, w, node) for w in call.withs):
+            return
+        ctx.add_edit(fs.relpath, WrapStmt(self.id, call.line, why, call.stmt, ctx.names(fs.relpath).node(node)))
+
+    # -- backward -----------------------------------------------------------------------------
+    def _backward(self, ctx, graph) -> None:
         for fs, fn in graph.functions.values():
             for call in fn.calls:
                 if call.stmt_kind != "expr" or not is_backward(call):
@@ -85,3 +190,78 @@ class ForwardBackward(Pass):
                     continue
                 ctx.add_edit(fs.relpath, WrapStmt(self.id, call.line, f"backward pass {call.callee}()",
                                                   call.stmt, ctx.names(fs.relpath).node("compute.backward")))
+
+    # -- a step with no forward/backward split ---------------------------------------------
+    def _compute_steps(self, ctx, graph, loops, calls) -> None:
+        by_loop: dict[tuple[str, int], list[int]] = {}
+        for function_id, index in calls:
+            loop = graph.fn(function_id).calls[index].loops
+            by_loop.setdefault((function_id, loop[-1] if loop else -1), []).append(index)
+        decorate: dict[str, str] = {}
+        for (function_id, _), indexes in by_loop.items():
+            fs, fn = graph.functions[function_id]
+            if any(is_backward(fn.calls[i]) or is_model_call(graph, function_id, i) for i in indexes):
+                continue
+            if any(trains(graph, t) for i in indexes for t in graph.targets(function_id, i)):
+                continue
+            for i in indexes:
+                call = fn.calls[i]
+                if not is_compute_step(call):
+                    continue
+                targets = [t for t in graph.targets(function_id, i) if not _is_stub(graph.fn(t))]
+                targets = [t for t in targets if not any(o in graph.reachable(t) for o in targets)]
+                if not targets:
+                    self._wrap_call(ctx, graph, function_id, call, "compute", f"compute step {call.callee}()")
+                for t in targets:
+                    decorate.setdefault(t, f"the step of a batch loop in {fn.name} (no forward/backward split)")
+        for function_id, why in sorted(decorate.items()):
+            fs, fn = graph.functions[function_id]
+            if any(has_region(fs, fn, n) for n in ("compute", "compute.forward", "compute.backward")):
+                continue
+            ctx.add_edit(fs.relpath, function_region(ctx.names(fs.relpath), fn, "compute", self.id, why))
+
+
+def _loop_calls(graph, loops):
+    """(function id, call index) of every call that runs once per batch: in a batch loop's
+    body (a gradient-accumulation loop inside it included), or in a project function that
+    such a call runs (one level down: ``train_step(model, batch)``; not into the model)."""
+    seen = set()
+    for facts in loops.of_kind("batch"):
+        if facts.yields_batches:
+            continue
+        fn = graph.fn(facts.function)
+        for i, call in enumerate(fn.calls):
+            if facts.loop.index in call.loops and (facts.function, i) not in seen:
+                seen.add((facts.function, i))
+                yield facts.function, i
+                for target in graph.targets(facts.function, i):
+                    if _is_model_entry(graph, target):
+                        continue  # inside the model: its submodules, not the step's calls
+                    for j, _ in enumerate(graph.fn(target).calls):
+                        if (target, j) not in seen:
+                            seen.add((target, j))
+                            yield target, j
+
+
+def _is_model_entry(graph, function_id: str) -> bool:
+    owner = graph.class_of_method(function_id)
+    return owner is not None and graph.fn(function_id).name in ("forward", "__call__") and \
+        graph.is_module_class(owner)
+
+
+def _top_level(graph, class_id: str) -> bool:
+    """Not a submodule: no *other* model class builds it in one of its instance methods."""
+    related = set(graph.mro(class_id)) | set(graph.subclasses(class_id))
+    for builder in graph.instantiated_in.get(class_id, set()):
+        owner = graph.class_of_method(builder)
+        if owner is None or owner in related or not graph.is_module_class(owner):
+            continue
+        if not graph.is_bound_method(builder) or graph.fn(builder).positional[:1] == ("cls",):
+            continue  # a class or static method builds a new model, not a part of itself
+        return False
+    return True
+
+
+def _is_stub(fn) -> bool:
+    """An abstract placeholder: ``pass``, ``...`` or ``raise NotImplementedError``."""
+    return fn.n_stmts - fn.has_docstring <= 1 and all(c.callee == "NotImplementedError" for c in fn.calls)

@@ -2,130 +2,203 @@
 
 from __future__ import annotations
 
+import textwrap
+
 from dftpass.core.callgraph import Entry, fid
-from dftpass.core.edits import WrapBody
-from dftpass.core.emitter import is_initialize
+from dftpass.core.edits import InsertBefore, WrapBody
+from dftpass.core.emitter import is_initialize, recognize
 from dftpass.core.findings import Finding, Severity
 from dftpass.core.passes import Case, Pass, PassKind
 from dftpass.core.placement import function_region, has_region
 from dftpass.core.summary import MODULE_SCOPE
 
+#: the name dftpass binds its tracer to: an initialization assigned to it is dftpass's own,
+#: guarded so that it runs once per process (never a double initialization)
+EMITTED_LOG = "_dft_log"
+
+_PROLOGUE = (
+    '    _dft_log = dftracer.get_instance()\n'
+    '    if os.environ.get("DFTRACER_ENABLE") == "1" and _dft_log.logger is None:\n'
+    '        _dft_log = dftracer.initialize_log(logfile=os.environ.get("DFTRACER_LOG_FILE"), data_dir=None, '
+    'process_id=-1)\n'
+    '        if getattr(signal.getsignal(signal.SIGINT), "__module__", "").startswith("dftracer"):\n'
+    '            signal.signal(signal.SIGINT, signal.default_int_handler)\n'
+    '    atexit.register(_dft_log.finalize)\n'
+)
+_IMPORTS = "import atexit\nimport os\nimport signal\nfrom dftracer.python import ai, dftracer\n"
+
 
 class ProgramLifecycle(Pass):
-    """Start tracing once at the program's entry, finalize it on every exit path.
+    """Start tracing once in every program that trains or evaluates, finalize it on every exit path.
 
     What it does:
-        For each program entry (an ``if __name__ == "__main__":`` block, or a console-script
-        target declared in ``pyproject.toml``/``setup.cfg``/``setup.py``) the entry's body
-        becomes: initialize dftracer (only when ``DFTRACER_ENABLE=1``), register
-        ``finalize`` with ``atexit``, then run the original body in ``try: ... finally:
-        finalize()``. The project function the entry runs (``main()``) gets the root region
-        ``@ai``, so the trace has an ``ai_root`` event spanning the run; an entry block that
-        calls no project function gets ``with ai:`` instead.
+        Every way a process starts is an entry (the ``programs`` analysis): an ``if __name__
+        == "__main__":`` block, a module-level script (no guard), a console script declared
+        in ``pyproject.toml``/``setup.cfg``/``setup.py``, a ``python -m`` ``__main__.py``, and a
+        function started in a new process (``mp.spawn(main_worker)``, ``Process(target=...)``).
+        Each entry that trains or evaluates gets exactly one initialization that runs on every
+        path through it:
+
+        * a ``__main__`` block: initialize, ``atexit.register(finalize)``, then the block's body
+          in ``try: ... finally: finalize()``; the root region ``@ai`` goes on the one
+          function the block runs (``main()``, ``sys.exit(main())``), or ``with ai:`` around
+          the block's statements when it runs several (or a decorated function such as a
+          ``@hydra.main``, where a decorator underneath would be outside the run);
+        * a console-script or process target: the same inside the function's body, with
+          ``with ai:`` around the rest; a function that is also called from a ``__main__``
+          block is initialized there once, whichever way the program starts;
+        * a module-level script: right after its imports and set-up, then ``ai.start()``
+          with ``atexit`` closing the root region and finalizing (last registered runs first).
 
     Why:
         dftracer writes nothing before ``finalize()``: a run that ends by an exception or
         ``sys.exit`` without it leaves an empty trace file. Several initializations in one
-        process corrupt the trace, so there is exactly one, at the real entry, found through
-        the call graph (not every file that defines ``main``). ``initialize_log`` with tracing
-        off would still leave a ``dft.log`` in the working directory, hence the switch.
+        process corrupt the trace, so the emitted one is guarded (it runs only when the
+        process does not trace yet, e.g. a forked child), and a program whose own code
+        initializes more than once is an error. An entry block of an *imported* module
+        never runs on import: it is not a second initialization of the importer.
+        ``initialize_log`` with tracing off would leave a ``dft.log`` in the working
+        directory, hence the switch. dftracer's import replaces SIGINT's handler with one that
+        exits; the emitted code gives the program Python's own back, so its ``except
+        KeyboardInterrupt:`` path and exit code stay what they were.
 
     Example:
-        ``if __name__ == "__main__": main()`` becomes the block shown by ``dftpass explain ML-R1``.
+        ``if __name__ == "__main__": sys.exit(main())`` becomes the block shown by
+        ``dftpass explain ML-R1``.
 
     Fix safety:
-        Safe: with tracing off the program does what it did (one ``os.environ`` lookup); the
-        ``try/finally`` re-raises everything. A program that already calls
-        ``initialize_log`` is left alone; one that initializes more than once is reported
-        as an error (``dftpass validate`` fails on it).
+        Safe: with tracing off the program does what it did (an ``os.environ`` lookup). The
+        ``try/finally`` re-raises everything. A module-level script is not re-indented:
+        ``atexit`` finalizes it on normal end, ``sys.exit`` and uncaught exceptions alike
+        (``os._exit`` and fatal signals skip it, as they would skip ``finally``).
+        Entries that only prepare data or build a model are left alone (``project.entries``
+        chooses by hand). A program that already initializes is left alone; one that
+        initializes twice is reported as an error.
 
     Options:
-        None.
+        None (see ``project.entries`` and ``project.kind``).
     """
 
     id = "ML-R1"
     title = "Program lifecycle"
     kind = PassKind.TRANSFORM
-    requires = ("callgraph", "frameworks")
+    requires = ("callgraph", "programs", "frameworks")
     tags = ("lifecycle",)
+    #: it decides itself which entries to instrument (none in a library) and checks them all
+    runs_on_libraries = True
 
     VALID = [
-        # a module without an entry point
-        "def helper(x):\n    return x + 1\n",
+        # an entry that trains nothing (a smoke test of a module) is not a training program
+        "import torch\n\n\nclass Net(torch.nn.Module):\n    pass\n\n\nif __name__ == '__main__':\n    Net()\n",
+        # a process that already initializes is left alone
+        "import torch\nfrom dftracer.python import dftracer\n\n\ndef main():\n"
+        "    log = dftracer.initialize_log(None, None, -1)\n    torch.ones(1).sum().backward()\n"
+        "    log.finalize()\n\n\nif __name__ == '__main__':\n    main()\n",
     ]
     INVALID = [
         Case(
-            '"""A script."""\nimport sys\n\n\ndef main():\n    return 0\n\n\nif __name__ == "__main__":\n'
-            "    sys.exit(main())\n",
-            '"""A script."""\nimport atexit\nimport os\nfrom dftracer.python import ai, dftracer\nimport sys\n\n\n'
-            "@ai\ndef main():\n    return 0\n\n\nif __name__ == \"__main__\":\n    _dft_log = (\n"
-            "        dftracer.initialize_log(logfile=os.environ.get(\"DFTRACER_LOG_FILE\"), data_dir=None, "
-            "process_id=-1)\n"
-            '        if os.environ.get("DFTRACER_ENABLE") == "1"\n        else dftracer.get_instance()\n'
-            "    )\n    atexit.register(_dft_log.finalize)\n    try:\n        sys.exit(main())\n    finally:\n"
+            '"""A script."""\nimport sys\n\nimport torch\n\n\ndef main():\n    torch.ones(1, requires_grad=True)'
+            '.sum().backward()\n    return 0\n\n\nif __name__ == "__main__":\n    sys.exit(main())\n',
+            '"""A script."""\n' + _IMPORTS + "import sys\n\nimport torch\n\n\n@ai\ndef main():\n"
+            "    torch.ones(1, requires_grad=True).sum().backward()\n    return 0\n\n\n"
+            'if __name__ == "__main__":\n' + _PROLOGUE + "    try:\n        sys.exit(main())\n    finally:\n"
             "        _dft_log.finalize()\n",
         ),
         Case(
-            "import os\n\nif __name__ == '__main__':\n    print(os.getcwd())\n",
-            "import atexit\nfrom dftracer.python import ai, dftracer\nimport os\n\nif __name__ == '__main__':\n"
-            "    _dft_log = (\n        dftracer.initialize_log(logfile=os.environ.get(\"DFTRACER_LOG_FILE\"), data_dir=None, "
-            "process_id=-1)\n"
-            '        if os.environ.get("DFTRACER_ENABLE") == "1"\n        else dftracer.get_instance()\n    )\n'
-            "    atexit.register(_dft_log.finalize)\n    try:\n        with ai:\n            print(os.getcwd())\n"
+            # several statements: the root region wraps them (never a getter such as get_config)
+            "import torch\n\n\ndef get_config():\n    return 3\n\n\ndef fit(n, opt):\n    for _ in range(n):\n"
+            "        opt.step()\n\n\nif __name__ == '__main__':\n    n = get_config()\n"
+            "    fit(n, torch.optim.SGD([torch.zeros(1, requires_grad=True)], lr=0.1))\n",
+            _IMPORTS + "import torch\n\n\ndef get_config():\n    return 3\n\n\ndef fit(n, opt):\n"
+            "    for _ in range(n):\n        opt.step()\n\n\nif __name__ == '__main__':\n" + _PROLOGUE
+            + "    try:\n        with ai:\n            n = get_config()\n"
+            "            fit(n, torch.optim.SGD([torch.zeros(1, requires_grad=True)], lr=0.1))\n"
             "    finally:\n        _dft_log.finalize()\n",
+        ),
+        Case(
+            # a module-level script: initialized after its imports, finalized at exit
+            "import torch\n\nw = torch.zeros(1, requires_grad=True)\nfor _ in range(3):\n"
+            "    (w * 2).sum().backward()\n",
+            _IMPORTS + "import torch\n\n" + textwrap.dedent(_PROLOGUE) + "ai.start()\natexit.register(ai.stop)\n\n"
+            "w = torch.zeros(1, requires_grad=True)\nfor _ in range(3):\n    (w * 2).sum().backward()\n",
+        ),
+        Case(
+            # a console script whose target is also run by the module's __main__ block:
+            # initialized once, in the function, whichever way the program starts
+            "import torch\n\n\ndef main():\n    torch.ones(1, requires_grad=True).sum().backward()\n\n\n"
+            "if __name__ == '__main__':\n    main()\n",
+            _IMPORTS + "import torch\n\n\ndef main():\n" + _PROLOGUE + "    try:\n        with ai:\n"
+            "            torch.ones(1, requires_grad=True).sum().backward()\n    finally:\n"
+            "        _dft_log.finalize()\n\n\nif __name__ == '__main__':\n    main()\n",
+            path="pkg/cli.py",
+            files={"pkg/__init__.py": "", "pyproject.toml": '[project]\nname = "pkg"\n'
+                   '[project.scripts]\npkg-train = "pkg.cli:main"\n'},
         ),
     ]
 
     def run(self, ctx) -> None:
         graph = ctx.analysis("callgraph")
-        if not graph.entries:
-            ml = "ml" in ctx.analysis("frameworks").names
-            ctx.report(Finding(self.id, "no program entry found (no `if __name__ == \"__main__\":` block, no console "
-                               "script in pyproject.toml/setup.cfg/setup.py): nothing will initialize tracing, and "
-                               "the traces of a run would stay empty; add an entry block to the script you run",
-                               severity=Severity.WARNING if ml else Severity.INFO))
-        guarded_targets = {e.function for e in graph.entries if e.kind == "main-guard" and e.function}
-        for entry in graph.entries:
-            if entry.kind == "console-script" and entry.function in guarded_targets:
-                continue  # the module's own entry block already initializes around it
-            sites = self._initializations(graph, entry)
-            if len(sites) > 1:
-                where = ", ".join(f"{r}:{line}" for r, line in sites)
-                ctx.report(Finding(self.id, f"this program initializes dftracer {len(sites)} times ({where}); "
+        programs = ctx.analysis("programs")
+        planned: set[str] = set()  # functions that get the initialization
+        order = {"console-script": 0, "process-target": 1, "main-guard": 2, "module-script": 3}
+        for program in sorted(programs.programs, key=lambda p: order[p.entry.kind]):
+            entry = program.entry
+            reach = programs.reach(entry)
+            sites = self._initializations(graph, entry, reach)
+            hand = sorted({(r, line) for r, line, emitted in sites if not emitted})
+            if len(hand) > 1:
+                where = ", ".join(f"{r}:{line}" for r, line in hand)
+                ctx.report(Finding(self.id, f"this program initializes dftracer {len(hand)} times ({where}); "
                                    "several initializations in one process corrupt the trace: keep one, "
                                    "at the entry", entry.relpath, entry.line, 0, Severity.ERROR))
-            if sites:
-                continue
-            fs = graph.files[entry.relpath]
-            names = ctx.names(fs.relpath)
-            if entry.kind == "main-guard":
-                guard = fs.main_guards[entry.guard]
-                root = None if entry.function else names.node("")
-                ctx.add_edit(fs.relpath, WrapBody(self.id, guard.line, "program entry: initialize and finalize",
-                                                  guard.stmt, root, tuple(names.lifecycle_prologue()),
-                                                  tuple(names.lifecycle_finally())))
-            else:
-                fn = graph.fn(entry.function)
-                ctx.add_edit(fs.relpath, WrapBody(self.id, fn.line, f"console script {entry.name}: initialize "
-                                                  "and finalize", fn.stmt, names.node(""),
-                                                  tuple(names.lifecycle_prologue()), tuple(names.lifecycle_finally())))
-                continue
-            if entry.function:
-                tfs, tfn = graph.functions[entry.function]
+            if not program.instrumented or sites or reach & planned:
+                continue  # initialized on this path already (or will be, by a function it runs)
+            self._plan(ctx, graph, entry)
+            if entry.function and entry.kind in ("console-script", "process-target"):
+                planned.add(entry.function)
+
+    def _plan(self, ctx, graph, entry: Entry) -> None:
+        fs = graph.files[entry.relpath]
+        names = ctx.names(fs.relpath)
+        prologue, final = tuple(names.lifecycle_prologue()), tuple(names.lifecycle_finally())
+        if entry.kind in ("console-script", "process-target"):
+            fn = graph.fn(entry.function)
+            what = f"console script {entry.name}" if entry.kind == "console-script" else \
+                f"started in a new process by {entry.name}()"
+            root = None if has_region(fs, fn, "") else names.node("")
+            ctx.add_edit(fs.relpath, WrapBody(self.id, fn.line, f"{what}: initialize and finalize", fn.stmt,
+                                              root, prologue, final))
+        elif entry.kind == "module-script":
+            code = "".join(names.script_prologue())
+            ctx.add_edit(fs.relpath, InsertBefore(self.id, entry.line, "module-level script: initialize after "
+                                                  "the imports, finalize at exit", (("body", fs.script_anchor),),
+                                                  code, take_comments=False, separate=True))
+        else:
+            guard = fs.main_guards[entry.guard]
+            target = entry.function
+            decorated = target is not None and any(
+                recognize(graph.file_of(target), d) is None for d in graph.fn(target).decorators)
+            root = None if target and not decorated else names.node("")
+            ctx.add_edit(fs.relpath, WrapBody(self.id, guard.line, "program entry: initialize and finalize",
+                                              guard.stmt, root, prologue, final))
+            if root is None:
+                tfs, tfn = graph.functions[target]
                 if not has_region(tfs, tfn, ""):
                     ctx.add_edit(tfs.relpath, function_region(ctx.names(tfs.relpath), tfn, "", self.id,
                                                               "root region of the program"))
 
     @staticmethod
-    def _initializations(graph, entry: Entry) -> list[tuple[str, int]]:
-        """The ``initialize_log`` calls the program can run: everything reachable from the
-        entry file's top level (its imports' top levels included) or from the entry function."""
-        start = {fid(entry.relpath, MODULE_SCOPE)} | ({entry.function} if entry.function else set())
-        reach = set(start)
-        for s in start:
-            reach |= graph.reachable(s)
+    def _initializations(graph, entry: Entry, reach: set[str]) -> list[tuple[str, int, bool]]:
+        """The ``initialize_log`` calls one run of the entry can make: (file, line, emitted by
+        dftpass). Calls in another file's ``__main__`` block do not run."""
+        own = fid(entry.relpath, MODULE_SCOPE)
+        guard_runs = entry.kind in ("main-guard", "module-script")
         sites = []
         for function_id in sorted(reach):
             fs, fn = graph.functions[function_id]
-            sites += [(fs.relpath, c.line) for c in fn.calls if is_initialize(fs, c.callee)]
+            for c in fn.calls:
+                if c.in_main_guard and not (guard_runs and function_id == own):
+                    continue
+                if is_initialize(fs, c.callee):
+                    sites.append((fs.relpath, c.line, any(n.startswith(EMITTED_LOG) for n in c.assigned_to)))
         return sorted(set(sites))

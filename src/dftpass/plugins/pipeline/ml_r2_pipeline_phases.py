@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+from dftpass.core.edits import InsertAfter, InsertBefore
+from dftpass.core.emitter import is_node
+from dftpass.core.loops import split_of
 from dftpass.core.passes import Case, Pass, PassKind
 from dftpass.core.placement import function_region, has_region
-from dftpass.plugins.knowledge import evaluates, trains
+from dftpass.plugins.knowledge import calls_at, evaluates, sibling, trains
 
 PHASES = ("pipeline.train", "pipeline.evaluate", "pipeline.test")
 
@@ -17,9 +20,14 @@ class PipelinePhases(Pass):
         loop does a backward pass or an optimizer step (itself or through the functions it
         calls), and an *evaluate* phase when it runs without gradients (``@torch.no_grad``,
         ``with torch.inference_mode():``, ``model.eval()``). An evaluation function whose
-        name says ``test`` is a *test* phase. The function gets ``@ai.pipeline.train`` /
-        ``.evaluate`` / ``.test``. When two candidates of one phase call each other, only
-        the outer one is marked.
+        name says ``test`` is a *test* phase. A loop that runs a step without showing a
+        backward pass (a benchmark's ``framework.compute(batch)``, a framework's
+        ``train_step(batch)``) is the phase of the data it runs over: the split is read from
+        how its loader was built (``get_loader(DatasetType.TRAIN)``, ``get_batch(val_data, i)``),
+        and only when nothing else decides, from the function's name. The function gets
+        ``@ai.pipeline.train`` / ``.evaluate`` / ``.test``; a batch loop at module level gets
+        ``ai.pipeline.train.start()`` before and ``.stop()`` after it. When two candidates
+        of one phase call each other, only the outer one is marked.
 
     Why:
         Phase events split the timeline into training and evaluation, so time can be
@@ -72,35 +80,79 @@ class PipelinePhases(Pass):
             "    model(batch).backward()\n    opt.step()\n\n\n@ai.pipeline.train\n"
             "def run_epoch(model, train_dl, opt):\n    for batch in train_dl:\n        step(model, batch, opt)\n",
         ),
+        Case(
+            # no backward pass in sight: the split of the data decides
+            "import torch\n\n\ndef run(framework, loaders):\n    loader = loaders.get(split='valid')\n"
+            "    for batch in torch.utils.data.DataLoader(loader):\n        framework.compute(batch)\n\n\n"
+            "def _train(framework, train_loader):\n    for batch in train_loader:\n        framework.compute(batch)\n",
+            "from dftracer.python import ai\nimport torch\n\n\n@ai.pipeline.evaluate\ndef run(framework, loaders):\n"
+            "    loader = loaders.get(split='valid')\n    for batch in torch.utils.data.DataLoader(loader):\n"
+            "        framework.compute(batch)\n\n\n@ai.pipeline.train\ndef _train(framework, train_loader):\n"
+            "    for batch in train_loader:\n        framework.compute(batch)\n",
+        ),
     ]
 
     def run(self, ctx) -> None:
         loops = ctx.analysis("loops")
         graph = ctx.analysis("callgraph")
-        candidates: dict[str, str] = {}
+        candidates: dict[str, tuple[str, str]] = {}
         for function_id in graph.functions:
+            batch = [f for f in loops.loops_of(function_id) if f.kind == "batch" and not f.yields_batches]
+            if not batch:
+                continue
+            found = phase_of(graph, loops, function_id, batch)
+            if found is None:
+                continue
             fs, fn = graph.functions[function_id]
-            batch = [f.loop.index for f in loops.loops_of(function_id) if f.kind == "batch"]
-            if fn.is_module or not batch:
-                continue
-            in_batch_loop = lambda call: any(i in call.loops for i in batch)  # noqa: E731
-            if trains(graph, function_id, in_batch_loop):
-                phase = "pipeline.train"
-            elif evaluates(fn):
-                phase = "pipeline.test" if "test" in fn.name.lower() else "pipeline.evaluate"
+            if fn.is_module:
+                self._module_level(ctx, fs, fn, batch, *found)
             else:
-                continue
-            candidates[function_id] = phase
-        for function_id, phase in sorted(candidates.items()):
+                candidates[function_id] = found
+        for function_id, (phase, why) in sorted(candidates.items()):
             fs, fn = graph.functions[function_id]
             if any(has_region(fs, fn, p) for p in PHASES):
                 continue
             # the same node nested in itself keeps only the inner event: mark the outer one only
-            outer = [c for c, p in candidates.items() if p == phase and c != function_id
+            outer = [c for c, (p, _) in candidates.items() if p == phase and c != function_id
                      and function_id in graph.reachable(c)]
             if outer:
                 continue
             names = ctx.names(fs.relpath)
-            why = f"{phase.split('.')[1]} phase: runs a batch loop that " + (
-                "trains" if phase == "pipeline.train" else "runs without gradients")
-            ctx.add_edit(fs.relpath, function_region(names, fn, phase, self.id, why))
+            ctx.add_edit(fs.relpath, function_region(names, fn, phase, self.id, f"{phase.split('.')[1]} phase: {why}"))
+
+    def _module_level(self, ctx, fs, fn, batch, phase: str, why: str) -> None:
+        """A script's batch loop at module level: ``start()`` before it, ``stop()`` after it
+        (a ``with`` would re-indent the whole loop)."""
+        for facts in batch:
+            loop = facts.loop
+            if any(is_node(fs, c.callee, phase, "start") for c in calls_at(fn, sibling(loop.stmt, -1))):
+                continue
+            names = ctx.names(fs.relpath)
+            text = f"{phase.split('.')[1]} phase (module level): {why}"
+            ctx.add_edit(fs.relpath, InsertBefore(self.id, loop.line, text, loop.stmt, names.start(phase)))
+            ctx.add_edit(fs.relpath, InsertAfter(self.id, loop.line, text, loop.stmt, names.stop(phase)))
+
+
+def phase_of(graph, loops, function_id: str, batch: list) -> tuple[str, str] | None:
+    """(phase node, why) of a function that runs the batch loops ``batch``, or None."""
+    fs, fn = graph.functions[function_id]
+    indexes = {f.loop.index for f in batch}
+
+    def in_batch_loop(call) -> bool:
+        return bool(set(call.loops) & indexes)
+
+    if trains(graph, function_id, in_batch_loop):
+        return "pipeline.train", "runs a batch loop that trains"
+    if evaluates(fn):
+        test = "test" in fn.name.lower() or any(f.split == "test" for f in batch)
+        return ("pipeline.test" if test else "pipeline.evaluate"), "runs a batch loop without gradients"
+    stepping = [f for f in batch if loops.does_step(function_id, {f.loop.index})]
+    if not stepping:
+        return None
+    split = next((f.split for f in stepping if f.split), None)
+    if split:
+        return f"pipeline.{split}", f"runs a step on every batch of the {split} data"
+    named = split_of([fn.name])
+    if named:
+        return f"pipeline.{named}", f"runs a step on every batch (and its name says {named})"
+    return None

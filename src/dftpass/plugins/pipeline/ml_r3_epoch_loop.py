@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from dftpass.core.edits import WrapIter
+from dftpass.core.edits import WrapBody, WrapIter
+from dftpass.core.emitter import is_node
 from dftpass.core.passes import Case, Pass, PassKind
 
 
@@ -10,8 +11,9 @@ class EpochLoop(Pass):
     """Wrap the iterable of the epoch loop in ``ai.pipeline.epoch.iter(..., include_iter=False)``.
 
     What it does:
-        The epoch loop is the innermost ``for`` loop that contains a batch loop, in the
-        same function or through the functions it calls (the ``loops`` analysis). Its
+        The epoch loop is the innermost loop that contains a batch loop, in the same
+        function or through the functions it calls (the ``loops`` analysis), at module level
+        too; a loop over a literal list (``for split in ['train', 'val']``) is not one. Its
         iterable is wrapped whole; the loop variable is untouched.
 
     Why:
@@ -26,7 +28,9 @@ class EpochLoop(Pass):
     Fix safety:
         Safe: same elements, same order. Only the innermost loop around batch loops is
         wrapped (a sweep over learning rates around it is not), and a loop already wrapped
-        is left alone. ``while`` epoch loops are not wrapped (there is no iterable).
+        is left alone. A ``while`` epoch loop (``while epoch < max_epochs:``) has no
+        iterable: its body goes inside ``with ai.pipeline.epoch:`` (``break`` and
+        ``continue`` leave the region as they leave the body).
 
     Options:
         None.
@@ -58,16 +62,35 @@ class EpochLoop(Pass):
             "        for epoch in ai.pipeline.epoch.iter(range(3), include_iter=False):\n"
             "            for x in loader:\n                model(x)\n",
         ),
+        Case(
+            # a module-level script's epoch loop, and a while loop over epochs
+            "def train(model, loader):\n    for x in loader:\n        model(x)\n\n\n"
+            "def fit(model, loader, max_epochs):\n    epoch = 0\n    while epoch < max_epochs:\n"
+            "        train(model, loader)\n        epoch += 1\n\n\n"
+            "for epoch in range(2):\n    train(None, [])\n",
+            "from dftracer.python import ai\n\n\ndef train(model, loader):\n    for x in loader:\n        model(x)\n\n\n"
+            "def fit(model, loader, max_epochs):\n    epoch = 0\n    while epoch < max_epochs:\n"
+            "        with ai.pipeline.epoch:\n            train(model, loader)\n            epoch += 1\n\n\n"
+            "for epoch in ai.pipeline.epoch.iter(range(2), include_iter=False):\n    train(None, [])\n",
+        ),
     ]
 
     def run(self, ctx) -> None:
         loops = ctx.analysis("loops")
         graph = ctx.analysis("callgraph")
         for facts in loops.of_kind("epoch"):
+            fs, fn = graph.functions[facts.function]
+            names = ctx.names(fs.relpath)
+            loop = facts.loop
+            if loop.kind == "while":
+                if any(loop.index in c.loops and any(is_node(fs, w, "pipeline.epoch") for w in c.withs)
+                       for c in fn.calls):
+                    continue
+                ctx.add_edit(fs.relpath, WrapBody(self.id, loop.line, "epoch loop (while): " + facts.reason,
+                                                  loop.stmt, with_item=names.node("pipeline.epoch")))
+                continue
             if facts.wrapped_by:
                 continue
-            fs = graph.file_of(facts.function)
-            names = ctx.names(fs.relpath)
-            ctx.add_edit(fs.relpath, WrapIter(self.id, facts.loop.line, "epoch loop: " + facts.reason,
-                                              facts.loop.stmt, names.iter_callee("pipeline.epoch"),
+            ctx.add_edit(fs.relpath, WrapIter(self.id, loop.line, "epoch loop: " + facts.reason,
+                                              loop.stmt, names.iter_callee("pipeline.epoch"),
                                               extra=", include_iter=False"))

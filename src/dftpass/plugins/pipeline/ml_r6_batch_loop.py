@@ -2,42 +2,55 @@
 
 from __future__ import annotations
 
-from dftpass.core.edits import WrapIter, WrapStmt
+from dftpass.core.edits import InsertAfter, InsertBefore, WrapIter
 from dftpass.core.emitter import is_node
 from dftpass.core.findings import Finding, Severity
 from dftpass.core.passes import Case, Pass, PassKind
-from dftpass.plugins.knowledge import calls_at
+from dftpass.core.placement import function_region, has_region
+from dftpass.plugins.knowledge import calls_at, sibling
 
 
 class BatchLoop(Pass):
-    """Wrap the data loader of every batch loop in ``ai.dataloader.fetch.iter(...)``.
+    """Mark where every batch loop waits for its data: ``ai.dataloader.fetch``.
 
     What it does:
-        Finds the loops that iterate a data loader (see the ``loops`` analysis: a
-        ``DataLoader(...)`` or anything derived from one, through ``enumerate``, ``tqdm``,
-        ``zip``, parameters and attributes) and wraps the loader, inside any ``enumerate``,
-        so that the loop still unpacks what it did. A loop that takes ``next(it)`` from a
-        loader gets ``with ai.dataloader.fetch:`` around that statement instead.
+        For each batch loop (the ``loops`` analysis), by how it gets its batches:
+
+        * it iterates a loader (a ``DataLoader``, a ``tf.data`` pipeline, a factory's
+          loader, through ``enumerate``/``tqdm``/``zip``): the loader is wrapped in
+          ``ai.dataloader.fetch.iter(...)``, inside any ``enumerate``, so the loop still
+          unpacks what it did;
+        * it takes ``next(it)`` from a loader's iterator: ``ai.dataloader.fetch.start()``
+          before and ``.stop()`` after that statement, or around the whole ``try`` when an
+          ``except StopIteration:`` starts the iterator again (the restart is part of the wait);
+        * it calls a project function that produces the batch (``x, y = get_batch(data, i)``):
+          that function gets ``@ai.dataloader.fetch``;
+        * it iterates a project generator that yields a loader's batches
+          (``for batch in loader.next():``): the generator's own loop is the one wrapped.
 
     Why:
         ``fetch.iter`` writes two events per batch: ``fetch.iter``, the time the training
         loop waited for the batch (the data stall), and ``fetch.block``, the time spent
-        on it. Without them a trace cannot show whether loading keeps up with compute
-        (ML-R24).
+        on it; start/stop and the decorator write the wait. Without them a trace cannot show
+        whether loading keeps up with compute (ML-R24).
 
     Example:
         ``for step, (x, y) in enumerate(train_loader):`` becomes
         ``for step, (x, y) in enumerate(ai.dataloader.fetch.iter(train_loader)):``
 
     Fix safety:
-        Safe: the wrapper yields the same elements in the same order. A ``break`` out of
-        the loop loses the events of its last iteration (reported as a note). Loops over
+        Safe: the wrapper yields the same elements in the same order. A loop that can
+        ``break`` loses the events of the iteration that breaks: dftracer writes an
+        iteration's events when the next element is asked for, and after a ``break`` it
+        never is (reported, since nothing inserted around the loop can change that). If
+        ``next()`` raises, ``stop()`` is not reached and that wait has no event. Loops over
         anything that is not a loader are left alone; a loop already wrapped is not
         wrapped again.
 
     Options:
-        None (what counts as a loader is configured on the ``loops`` analysis:
-        ``rules.options.loops.loader_name_pattern``, ``loader_factories``).
+        None (what counts as a loader or a batch producer is configured on the ``loops``
+        analysis: ``rules.options.loops.loader_name_pattern``, ``loader_factories``,
+        ``batch_producer_pattern``).
     """
 
     id = "ML-R6"
@@ -49,6 +62,8 @@ class BatchLoop(Pass):
     VALID = [
         # a loop over something that is not a loader
         "def f(cfg):\n    for key, value in cfg.items():\n        print(key, value)\n",
+        # a loop over a list of closures whose name reads like loaders
+        "def f(x):\n    loaders = [lambda: 1, lambda: 2]\n    for i, fn in enumerate(loaders):\n        fn()\n",
         # already wrapped
         "from dftracer.python import ai\n\n\ndef f(train_loader):\n"
         "    for batch in ai.dataloader.fetch.iter(train_loader):\n        pass\n",
@@ -79,30 +94,87 @@ class BatchLoop(Pass):
             "def run(loader, steps):\n    it = iter(loader)\n    for step in range(steps):\n"
             "        batch = next(it)\n        print(batch)\n",
             "from dftracer.python import ai\n\n\ndef run(loader, steps):\n    it = iter(loader)\n"
-            "    for step in range(steps):\n        with ai.dataloader.fetch:\n            batch = next(it)\n"
-            "        print(batch)\n",
+            "    for step in range(steps):\n        ai.dataloader.fetch.start()\n        batch = next(it)\n"
+            "        ai.dataloader.fetch.stop()\n        print(batch)\n",
+        ),
+        Case(
+            # the minGPT shape: while True, next(), and a restart when the loader runs out
+            "from torch.utils.data import DataLoader\n\n\ndef run(model, ds):\n    loader = DataLoader(ds)\n"
+            "    data_iter = iter(loader)\n    while True:\n        try:\n            batch = next(data_iter)\n"
+            "        except StopIteration:\n            data_iter = iter(loader)\n            batch = next(data_iter)\n"
+            "        model(batch)\n",
+            "from dftracer.python import ai\nfrom torch.utils.data import DataLoader\n\n\ndef run(model, ds):\n"
+            "    loader = DataLoader(ds)\n    data_iter = iter(loader)\n    while True:\n"
+            "        ai.dataloader.fetch.start()\n        try:\n            batch = next(data_iter)\n"
+            "        except StopIteration:\n            data_iter = iter(loader)\n            batch = next(data_iter)\n"
+            "        ai.dataloader.fetch.stop()\n        model(batch)\n",
+        ),
+        Case(
+            # index-driven batches: the function that produces the batch is the fetch
+            "def get_batch(source, i):\n    return source[i:i + 2], source[i + 1:i + 3]\n\n\n"
+            "def train(model, data, opt):\n    for batch, i in enumerate(range(0, len(data), 2)):\n"
+            "        x, y = get_batch(data, i)\n        model(x).backward()\n",
+            "from dftracer.python import ai\n\n\n@ai.dataloader.fetch\ndef get_batch(source, i):\n"
+            "    return source[i:i + 2], source[i + 1:i + 3]\n\n\n"
+            "def train(model, data, opt):\n    for batch, i in enumerate(range(0, len(data), 2)):\n"
+            "        x, y = get_batch(data, i)\n        model(x).backward()\n",
+        ),
+        Case(
+            # a loader object from a factory, and a generator that yields its batches: the
+            # generator's loop is wrapped, the consumer's loop is not wrapped again
+            "from torch.utils.data import DataLoader\n\n\nclass TorchLoader:\n    def __init__(self, ds):\n"
+            "        self._dataset = DataLoader(ds)\n\n    def next(self):\n        for batch in self._dataset:\n"
+            "            yield batch\n\n\ndef make_loader(kind, ds):\n    if kind == 'torch':\n"
+            "        return TorchLoader(ds)\n    raise ValueError(kind)\n\n\nclass Bench:\n"
+            "    def __init__(self, ds):\n        self.loader = make_loader('torch', ds)\n\n"
+            "    def train(self, compute):\n        for batch in self.loader.next():\n            compute(batch)\n",
+            "from dftracer.python import ai\nfrom torch.utils.data import DataLoader\n\n\nclass TorchLoader:\n"
+            "    def __init__(self, ds):\n        self._dataset = DataLoader(ds)\n\n    def next(self):\n"
+            "        for batch in ai.dataloader.fetch.iter(self._dataset):\n            yield batch\n\n\n"
+            "def make_loader(kind, ds):\n    if kind == 'torch':\n        return TorchLoader(ds)\n"
+            "    raise ValueError(kind)\n\n\nclass Bench:\n    def __init__(self, ds):\n"
+            "        self.loader = make_loader('torch', ds)\n\n    def train(self, compute):\n"
+            "        for batch in self.loader.next():\n            compute(batch)\n",
         ),
     ]
 
     def run(self, ctx) -> None:
         loops = ctx.analysis("loops")
         graph = ctx.analysis("callgraph")
+        producers: dict[str, str] = {}
         for facts in loops.of_kind("batch"):
             fs, fn = graph.functions[facts.function]
             names = ctx.names(fs.relpath)
             loop = facts.loop
             if facts.style == "next":
-                for path, _ in loop.next_calls:
-                    if any(is_node(fs, w, "dataloader.fetch") for c in calls_at(fn, path) for w in c.withs):
-                        continue
-                    ctx.add_edit(fs.relpath, WrapStmt(self.id, loop.line, "next() from a data loader",
-                                                      path, names.node("dataloader.fetch")))
+                for region in facts.fetch_regions:
+                    self._start_stop(ctx, fs, fn, loop.line, region)
+            elif facts.style == "producer":
+                for p in facts.producers:
+                    producers.setdefault(p, f"{fs.relpath}:{loop.line}")
+            elif facts.wraps_iterable and not facts.wrapped_by:
+                ctx.add_edit(fs.relpath, WrapIter(self.id, loop.line, f"batch loop: {facts.reason}", loop.stmt,
+                                                  names.iter_callee("dataloader.fetch"), depth=facts.wrap_depth))
+                if loop.has_break and ctx.mode != "validate":
+                    ctx.report(Finding(self.id, "the loop can `break`: the iteration that breaks is not "
+                                       "recorded (dftracer writes an iteration's fetch.iter/fetch.block events "
+                                       "when the next batch is asked for, which a `break` never does)",
+                                       fs.relpath, loop.line, loop.col, Severity.WARNING))
+        for function_id, where in sorted(producers.items()):
+            pfs, pfn = graph.functions[function_id]
+            if has_region(pfs, pfn, "dataloader.fetch"):
                 continue
-            if facts.wrapped_by or loop.kind != "for":
-                continue
-            ctx.add_edit(fs.relpath, WrapIter(self.id, loop.line, f"batch loop: {facts.reason}", loop.stmt,
-                                              names.iter_callee("dataloader.fetch"), depth=facts.wrap_depth))
-            if loop.has_break:
-                ctx.report(Finding(self.id, "the loop can `break`: the events of its last iteration are lost "
-                                   "(dftracer writes them when the next element is requested)",
-                                   fs.relpath, loop.line, loop.col, Severity.INFO))
+            ctx.add_edit(pfs.relpath, function_region(ctx.names(pfs.relpath), pfn, "dataloader.fetch", self.id,
+                                                      f"produces the batches of the batch loop at {where}"))
+
+    def _start_stop(self, ctx, fs, fn, line: int, region) -> None:
+        """``fetch.start()`` / ``.stop()`` around ``region`` (a statement), unless it already is."""
+        before = calls_at(fn, sibling(region, -1))
+        inside = [c for c in fn.calls if c.stmt[: len(region)] == region]
+        if any(is_node(fs, c.callee, "dataloader.fetch", "start") for c in before) or \
+                any(is_node(fs, w, "dataloader.fetch") for c in inside for w in c.withs):
+            return
+        names = ctx.names(fs.relpath)
+        why = "next() from a data loader"
+        ctx.add_edit(fs.relpath, InsertBefore(self.id, line, why, region, names.start("dataloader.fetch")))
+        ctx.add_edit(fs.relpath, InsertAfter(self.id, line, why, region, names.stop("dataloader.fetch")))

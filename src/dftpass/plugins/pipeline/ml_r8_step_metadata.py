@@ -26,6 +26,10 @@ class StepMetadata(Pass):
         events, which is how a trace is cut by step and epoch. It costs ~15 µs with tracing
         off and ~65 µs on, so it goes once per step, never per sample.
 
+        A ``while`` loop's step is the counter its body counts up (``iter_num += 1``); a
+        ``for i in range(0, n, bptt)`` loop's variable is an offset, not a step, so it is
+        enumerated like a loop over a loader.
+
     Example:
         ``for step, (x, y) in enumerate(loader):`` gets ``ai.update(step=step, epoch=epoch)``
         as its first statement when ``epoch`` is the epoch loop's variable.
@@ -50,6 +54,14 @@ class StepMetadata(Pass):
         "def f(model, items):\n    for i, x in enumerate(items):\n        model(x)\n",
     ]
     INVALID = [
+        Case(
+            # a while loop: the step is the counter its body counts up
+            "def run(model, loader):\n    it = iter(loader)\n    iter_num = 0\n    while iter_num < 100:\n"
+            "        x = next(it)\n        model(x)\n        iter_num += 1\n",
+            "from dftracer.python import ai\n\n\ndef run(model, loader):\n    it = iter(loader)\n    iter_num = 0\n"
+            "    while iter_num < 100:\n        ai.update(step=iter_num)\n        x = next(it)\n        model(x)\n"
+            "        iter_num += 1\n",
+        ),
         Case(
             "def run(model, loader, epochs):\n    for epoch in range(epochs):\n"
             "        for i, (x, y) in enumerate(loader):\n            model(x)\n",
@@ -81,16 +93,19 @@ class StepMetadata(Pass):
             if facts.int_var and not self._has_update(graph, facts):
                 self._insert(ctx, graph, facts, epoch=facts.int_var)
         for facts in loops.of_kind("batch"):
-            if self._has_update(graph, facts) or facts.loop.kind != "for":
-                continue
+            if self._has_update(graph, facts) or facts.yields_batches:
+                continue  # a generator handing batches on: its consumer's loop counts the steps
+            if any(self._has_update(graph, f) for feeder in facts.feeders for f in loops.loops_of(feeder)
+                   if f.yields_batches):
+                continue  # the generator that feeds the loop tells the step already
             fs, fn = graph.functions[facts.function]
-            step = facts.step_var if facts.style == "iter" else facts.int_var
-            if step is None and facts.style == "iter":
+            step = facts.step_var
+            if step is None and facts.loop.kind == "for":
                 step = STEP_NAME if STEP_NAME not in fs.bound_names else STEP_NAME + "_"
                 ctx.add_edit(fs.relpath, Enumerate(self.id, facts.loop.line, "a step index for ai.update",
                                                    facts.loop.stmt, step))
             if step is None:
-                continue
+                continue  # a while loop that counts nothing: no step to tell
             self._insert(ctx, graph, facts, step=step, epoch=self._epoch(loops, graph, facts))
 
     @staticmethod

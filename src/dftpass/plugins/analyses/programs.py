@@ -1,0 +1,140 @@
+"""The ``programs`` analysis: which entries start a training (or evaluation) program, and
+whether the project is a program at all or a library.
+
+Every entry the call graph finds (``__main__`` blocks, module-level scripts, console
+scripts, process targets) is a way a process starts. Its *role* comes from what that
+process can run (:meth:`CallGraph.program_reach`, plus what it spawns):
+
+* ``train``: a backward pass, an optimizer step, a framework's ``fit``, or a batch loop
+  over the training split that runs a step;
+* ``evaluate``: a batch loop, or a framework's ``validate``/``test``;
+* ``other``: nothing of the kind (data preparation, a smoke test that builds a model,
+  a configuration query).
+
+The entries that train or evaluate are the ones dftpass instruments (``project.entries``
+chooses them by hand). A project where no entry trains or evaluates is a *library*
+(keras, transformers): it gets no AI regions on its internals unless ``project.kind``
+says ``program``.
+"""
+
+from __future__ import annotations
+
+import attrs
+
+from dftpass.core.callgraph import CallGraph, Entry
+from dftpass.core.loops import LoopAnalysis
+from dftpass.core.passes import Pass, PassKind
+from dftpass.core.project import glob_match
+from dftpass.plugins.knowledge import framework_phase, is_backward, is_optimizer_step
+
+ROLES = ("train", "evaluate", "other")
+
+
+@attrs.define
+class Program:
+    entry: Entry
+    role: str
+    #: what in the program's reach decided the role (a function id), or why none
+    evidence: str
+    instrumented: bool = False
+
+
+@attrs.define
+class Programs:
+    programs: list[Program]
+    #: "program" | "library"
+    kind: str
+    reason: str
+    _reach: dict[str, set[str]] = attrs.field(factory=dict)
+
+    def instrumented(self) -> list[Program]:
+        return [p for p in self.programs if p.instrumented]
+
+    def reach(self, entry: Entry) -> set[str]:
+        return self._reach.get(entry.key, set())
+
+    def to_dict(self) -> dict:
+        return {"kind": self.kind, "reason": self.reason, "entries": [
+            {"kind": p.entry.kind, "path": p.entry.relpath, "line": p.entry.line, "function": p.entry.function,
+             "name": p.entry.name, "role": p.role, "evidence": p.evidence, "instrumented": p.instrumented}
+            for p in self.programs]}
+
+
+def _evidence(graph: CallGraph, loops: LoopAnalysis, function_id: str) -> str | None:
+    """"train" / "evaluate" if the function itself shows that role, else None."""
+    fs, fn = graph.functions[function_id]
+    role = None
+    for call in fn.calls:
+        phase = framework_phase(call)
+        if is_backward(call) or is_optimizer_step(graph, fs, fn, call) or phase == "train":
+            return "train"
+        if phase:
+            role = "evaluate"
+    for facts in loops.loops_of(function_id):
+        if facts.kind == "batch":
+            if facts.split == "train" and loops.does_step(function_id, {facts.loop.index}):
+                return "train"
+            role = "evaluate"
+    return role
+
+
+def classify(graph: CallGraph, loops: LoopAnalysis, entry_globs: list[str], kind_setting: str) -> Programs:
+    reach: dict[str, set[str]] = {}
+    spawned: dict[str, set[str]] = {}
+    for caller, _, target in graph.spawns:
+        spawned.setdefault(caller, set()).add(target)
+    by_function = {e.function: e for e in graph.entries if e.kind == "process-target"}
+    for entry in graph.entries:
+        reach[entry.key] = graph.program_reach(entry)
+    evidence_cache: dict[str, str | None] = {}
+
+    def role_of(entry: Entry, seen: set[str]) -> tuple[str, str]:
+        best, why = "other", "no batch loop, backward pass or optimizer step in what it runs"
+        for function_id in sorted(reach[entry.key]):
+            if function_id not in evidence_cache:
+                evidence_cache[function_id] = _evidence(graph, loops, function_id)
+            found = evidence_cache[function_id]
+            if found and ROLES.index(found) < ROLES.index(best):
+                best, why = found, function_id
+            for target in spawned.get(function_id, ()):  # a launcher is what it launches
+                child = by_function.get(target)
+                if child is not None and child.key not in seen:
+                    role, child_why = role_of(child, seen | {child.key})
+                    if ROLES.index(role) < ROLES.index(best):
+                        best, why = role, child_why
+        return best, why
+
+    programs = []
+    for entry in graph.entries:
+        role, why = role_of(entry, {entry.key})
+        programs.append(Program(entry, role, why))
+    for p in programs:
+        if entry_globs:
+            e = p.entry
+            names = {e.relpath, e.name, e.function or "", (e.function or "").rsplit("::", 1)[-1]}
+            p.instrumented = any(n and glob_match(n, entry_globs) for n in names)
+        else:
+            p.instrumented = p.role != "other"
+    if kind_setting in ("program", "library"):
+        kind, reason = kind_setting, "set by project.kind"
+    elif any(p.role != "other" for p in programs) or (entry_globs and any(p.instrumented for p in programs)):
+        kind, reason = "program", "an entry runs training or evaluation"
+    elif programs:
+        kind, reason = "library", (f"none of its {len(programs)} entries runs a training or evaluation loop")
+    else:
+        kind, reason = "library", ("no program entry (no `if __name__ == \"__main__\":` block, module-level "
+                                   "script, console script or process target)")
+    return Programs(programs, kind, reason, reach)
+
+
+class ProgramsAnalysis(Pass):
+    """Program entries, what each runs (train / evaluate / other), and program vs library."""
+
+    id = "programs"
+    title = "Programs and entries"
+    kind = PassKind.ANALYSIS
+    requires = ("callgraph", "loops")
+
+    def run(self, ctx) -> Programs:
+        return classify(ctx.analysis("callgraph"), ctx.analysis("loops"), list(ctx.config.get("project.entries")),
+                        ctx.config.get("project.kind"))
