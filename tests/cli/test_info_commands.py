@@ -47,7 +47,10 @@ def test_detect_reports_frameworks_entries_and_install_flags(cli, torch_basic, p
     det = json.loads(r.out)
     assert det["frameworks"] == ["pytorch"] and det["has_dataloader"] is True
     guard = line_of(torch_basic / "train.py", '__name__ == "__main__"')
-    assert det["entries"] == [f"train.py:{guard} (main-guard, runs main)"]
+    assert det["entries"] == [f"train.py:{guard} (main-guard, runs main): train"]
+    assert det["project"]["kind"] == "program"
+    assert [(e["kind"], e["role"], e["instrumented"]) for e in det["project"]["entries"]] == [
+        ("main-guard", "train", True)]
     assert det["install_flags"] == {}
     hpc = project({"a.py": "import mpi4py\nimport h5py\nimport torch\nprint(torch.version.hip)\n"}, name="hpc")
     det = json.loads(cli("detect", hpc, "--json").out)

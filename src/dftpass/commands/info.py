@@ -102,12 +102,17 @@ def cmd_detect(args: argparse.Namespace) -> int:
     project.load(config.get("files.max-bytes"), jobs=config.get("run.jobs"))
     ctx = RunContext(config, project, manager, "plan")
     det = ctx.analysis("frameworks").to_dict()
-    graph = ctx.analysis("callgraph")
-    det["entries"] = [f"{e.relpath}:{e.line} ({e.kind}{', runs ' + e.function.split('::')[1] if e.function else ''})"
-                      for e in graph.entries]
+    programs = ctx.analysis("programs")
+    det["project"] = programs.to_dict()
+    det["entries"] = [
+        f"{p.entry.relpath}:{p.entry.line} ({p.entry.kind}"
+        f"{', runs ' + p.entry.function.split('::')[1] if p.entry.function else ''}): {p.role}"
+        f"{'' if p.instrumented else ', not instrumented'}"
+        for p in programs.programs]
     if args.json:
         print(json.dumps(det, indent=2))
         return 0
+    print(f"project:      a {programs.kind} ({programs.reason})")
     print(f"frameworks:   {', '.join(det['frameworks']) or 'none found'}")
     print(f"distributed:  {'yes' if det['distributed'] else 'no'}")
     print(f"data loader:  {'yes' if det['has_dataloader'] else 'no'}")

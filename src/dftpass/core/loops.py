@@ -80,7 +80,7 @@ class LoopFacts:
     fetch_regions: tuple[StmtPath, ...] = ()
     #: ``producer`` style: the project functions that produce the batch
     producers: tuple[str, ...] = ()
-    #: a ``+= 1`` counter of the loop body usable as ``step`` (``while`` loops)
+    #: a ``+= 1`` counter of the loop body: its step when it has no loop variable for one
     counter: str | None = None
     #: which split the loop runs over, from data flow (then names): train | evaluate | test
     split: str | None = None
@@ -225,7 +225,7 @@ class LoopAnalysis:
     # -- classification -----------------------------------------------------------------
     def _classify(self, function_id: str, fs: FileSummary, fn: FunctionSummary, loop: LoopSummary) -> LoopFacts:
         facts = LoopFacts(function_id, loop, "other", loop.iter_text, "")
-        if loop.kind == "while" and loop.counters:
+        if loop.counters:
             facts.counter = loop.counters[0]
         regions = tuple(dict.fromkeys(n.region for n in loop.next_calls if self.loader_like(fs, fn, n.iterator)))
         if regions:
@@ -308,12 +308,14 @@ class LoopAnalysis:
             facts.step_var = facts.counter
             return
         callees = [_last(layer.callee) for layer in loop.layers]
+        if facts.counter and not facts.wrap_depth:
+            facts.step_var = facts.counter  # the loop's own step count (``step += 1``)
         if facts.wrap_depth and loop.first_target:
             facts.step_var = facts.int_var = loop.first_target
         elif callees[:1] in (["range"], ["trange"]):
             facts.int_var = loop.single_target
             # range(n): the variable counts the steps; range(0, n, bptt) is an offset
-            if len(loop.layers[0].args) == 1:
+            if len(loop.layers[0].args) == 1 and not facts.step_var:
                 facts.step_var = loop.single_target
 
     def _is_accumulation(self, fn: FunctionSummary, loop: LoopSummary) -> bool:
@@ -385,15 +387,19 @@ class LoopAnalysis:
         fs, fn = self.graph.functions[facts.function]
         texts: list[str | None] = [facts.subject]
         loop = facts.loop
-        names = [facts.subject.split("(")[0]] + [a for layer in loop.layers for a in layer.args if a]
-        for name in names:
+        head = facts.subject.split("(")[0]
+        names = [head, head.split(".")[0], ".".join(head.split(".")[:2])]
+        names += [a for layer in loop.layers for a in layer.args if a]
+        names += [n.iterator for n in loop.next_calls if n.iterator]
+        for name in dict.fromkeys(names):
             for a in fn.assigns:
                 if a.target == name:
                     texts.append(a.value)
                     texts.extend(a.call_args)
                     texts.extend(v for _, v in a.call_keywords)
+        inside = {loop.index, *self._accumulation_children(fn, loop)}
         for i, call in enumerate(fn.calls):
-            if call.loops and call.loops[-1] == loop.index and set(self.graph.targets(facts.function, i)) & \
+            if call.loops and call.loops[-1] in inside and set(self.graph.targets(facts.function, i)) & \
                     set(facts.producers):
                 texts.extend(call.args)
         return texts

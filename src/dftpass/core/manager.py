@@ -271,8 +271,9 @@ class PassManager:
                 ctx.report(Finding(TOOL, f"treated as a library: {why.split('(', 1)[1].rstrip(')')}; no AI "
                                    "regions are added (`--set project.kind=program` annotates it anyway, "
                                    "`project.entries` names the entries to instrument)",
-                                   severity=Severity.WARNING if "ml" in ctx.analysis("frameworks").names
-                                   else Severity.INFO))
+                                   # a warning where the user expects regions; nothing to fix in validate
+                                   severity=Severity.WARNING if ctx.mode != "validate"
+                                   and "ml" in ctx.analysis("frameworks").names else Severity.INFO))
             if why:
                 ctx.timings.append(PassTiming(pid, 0.0, why))
                 log.debug("pass skipped", pass_id=pid, reason=why)

@@ -71,6 +71,12 @@ class Detection:
         }
 
 
+def _qualify(fs, text: str) -> str:
+    head, _, rest = text.partition(".")
+    base = fs.imports.get(head)
+    return f"{base}.{rest}" if base and rest else (base or text)
+
+
 def _rocm_path() -> str | None:
     path = os.environ.get("ROCM_PATH")
     if path and Path(path).is_dir():
@@ -106,6 +112,14 @@ class FrameworksAnalysis(Pass):
                 if any(module == p or module.startswith(p + ".") for p in _DISTRIBUTED):
                     seen("distributed", fs.relpath)
             for text in fs.mentions:
+                # a file that only does ``import torch`` and calls ``torch.distributed.all_reduce``
+                # uses torch.distributed: the dotted text says so, qualified through the imports
+                qualified = _qualify(fs, text)
+                for fw, prefixes in markers.items():
+                    if any(qualified.startswith(p + ".") for p in prefixes if "." in p):
+                        seen(fw, fs.relpath)
+                if any(qualified.startswith(p + ".") for p in _DISTRIBUTED):
+                    seen("distributed", fs.relpath)
                 last = text.rsplit(".", 1)[-1]
                 if last == "DataLoader":
                     det.has_dataloader = True

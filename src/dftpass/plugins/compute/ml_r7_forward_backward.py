@@ -31,7 +31,8 @@ class ForwardBackward(Pass):
         ``AutoModel.from_pretrained``, hydra ``instantiate``) or more than four classes are
         candidates, the call itself is timed: ``with ai.compute.forward:`` around
         ``output = model(x)``, instead of decorating every ``forward`` in a model zoo. With no
-        model call in any batch loop, the top-level models are decorated (up to eight).
+        model call in any batch loop that could be given its region, the top-level models are
+        decorated (up to eight).
 
         **Backward.** Each backward statement (``loss.backward()``,
         ``scaler.scale(loss).backward()``, ``accelerator.backward(loss)``,
@@ -134,11 +135,10 @@ class ForwardBackward(Pass):
     # -- forward ------------------------------------------------------------------------------
     def _forward(self, ctx, graph, calls) -> None:
         decorate: dict[str, str] = {}
-        seen_model_call = False
+        handled = False  # a model call that got its region (a class to decorate, a call site)
         for function_id, index in calls:
             if not is_model_call(graph, function_id, index):
                 continue
-            seen_model_call = True
             fs, fn = graph.functions[function_id]
             call = fn.calls[index]
             candidates = model_classes(graph, function_id, call.callee)
@@ -149,13 +149,13 @@ class ForwardBackward(Pass):
                 for class_id in found:
                     decorate.setdefault(class_id, f"forward of model {graph.classes[class_id][1].name}, "
                                                   f"called by {fn.name} at line {call.line}")
-            elif not candidates:
-                self._wrap_call(ctx, graph, function_id, call, "compute.forward",
-                                f"model call {call.callee}(): its class comes from a factory")
+                handled = True
             else:
-                self._wrap_call(ctx, graph, function_id, call, "compute.forward",
-                                f"model call {call.callee}(): {len(found)} model classes are candidates")
-        if not seen_model_call:
+                reason = f"{len(found)} model classes are candidates" if candidates else \
+                    "its class comes from a factory"
+                handled |= self._wrap_call(ctx, graph, function_id, call, "compute.forward",
+                                           f"model call {call.callee}(): {reason}")
+        if not handled:
             tops = [c for c in graph.classes if "forward" in graph.classes[c][1].methods
                     and graph.is_module_class(c) and _top_level(graph, c)]
             if len(tops) > MAX_FALLBACK_MODELS:
@@ -174,11 +174,16 @@ class ForwardBackward(Pass):
                 continue
             ctx.add_edit(fs.relpath, function_region(ctx.names(fs.relpath), fn, "compute.forward", self.id, why))
 
-    def _wrap_call(self, ctx, graph, function_id: str, call, node: str, why: str) -> None:
+    def _wrap_call(self, ctx, graph, function_id: str, call, node: str, why: str) -> bool:
+        """``with NODE:`` around the call's statement; False if it cannot go there (the call is
+        part of a larger expression such as ``model(x).backward()``)."""
         fs = graph.file_of(function_id)
-        if call.stmt_kind not in ("expr", "assign") or any(is_node(fs, w, node) for w in call.withs):
-            return
+        if any(is_node(fs, w, node) for w in call.withs):
+            return True
+        if call.stmt_kind not in ("expr", "assign"):
+            return False
         ctx.add_edit(fs.relpath, WrapStmt(self.id, call.line, why, call.stmt, ctx.names(fs.relpath).node(node)))
+        return True
 
     # -- backward -----------------------------------------------------------------------------
     def _backward(self, ctx, graph) -> None:
