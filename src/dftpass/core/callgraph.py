@@ -334,10 +334,10 @@ class CallGraph:
         return None
 
     # -- programs ----------------------------------------------------------------------------
-    def program_reach(self, entry: Entry) -> set[str]:
-        """The functions one run of ``entry`` may execute in its own process: module top
-        levels it imports and what they call, and what the entry calls, through ``call``,
-        ``ref``, ``import`` and ``include`` edges. Code in an ``if __name__ ==
+    def program_reach(self, entry: Entry, imports: bool = True) -> set[str]:
+        """The functions one run of ``entry`` may execute in its own process: what the entry
+        calls, through ``call``, ``ref`` and ``include`` edges, and (``imports``) the top
+        levels of the modules it imports and what they call. Code in an ``if __name__ ==
         "__main__":`` block runs only in the program's own file, and only when the program
         was started as that file (not as a console script or process target)."""
         own_module = fid(entry.relpath, MODULE_SCOPE)
@@ -349,6 +349,8 @@ class CallGraph:
             node = stack.pop()
             for _, target, data in self.graph.out_edges(node, data=True):
                 if data.get("guard") and not (guard_runs and node == own_module):
+                    continue
+                if not imports and data.get("kind") == "import":
                     continue
                 if target not in seen:
                     seen.add(target)

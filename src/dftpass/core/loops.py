@@ -206,8 +206,13 @@ class LoopAnalysis:
 
     def _delegates_to_loader(self, function_id: str) -> bool:
         """A generator that hands on a loader's batches with ``yield from loader``."""
-        fs, fn = self.graph.functions[function_id]
-        return any(delegated and self.loader_like(fs, fn, value) for value, _, delegated in fn.yields)
+        key = f"yield-from:{function_id}"
+        if key not in self._generators:
+            self._generators[key] = False  # cycle guard: ``yield from self.items()``
+            fs, fn = self.graph.functions[function_id]
+            self._generators[key] = any(delegated and self.loader_like(fs, fn, value)
+                                        for value, _, delegated in fn.yields)
+        return self._generators[key]
 
     def _iterable_is_loader(self, fs: FileSummary, fn: FunctionSummary, loop: LoopSummary) -> bool:
         layers = loop.layers

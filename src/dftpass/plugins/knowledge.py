@@ -33,7 +33,7 @@ COMPUTE_STEP = re.compile(
 FRAMEWORK_PHASES = {"fit": "train", "fit_generator": "train", "train_on_batch": "train",
                     "validate": "evaluate", "evaluate": "evaluate", "test": "test"}
 #: receivers of framework phase calls: ``trainer.fit``, ``model.fit`` (Keras)
-PHASE_RECEIVER = re.compile(r"(?i)(trainer|model|learner|estimator|engine)$")
+PHASE_RECEIVER = re.compile(r"(?i)(^|_)trainer$|^(model|learner|engine|net|keras_model)$")
 #: names of the objects a training step calls as its model (when nothing else tells)
 MODEL_NAME = re.compile(r"(?i)^(model|net|network|module|backbone|encoder|decoder|generator|discriminator|"
                         r"policy|critic|actor|classifier|transformer|gpt|llm|lm)s?(_\w+)?$|_(model|net)$")

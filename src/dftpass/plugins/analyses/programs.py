@@ -11,7 +11,9 @@ process can run (:meth:`CallGraph.program_reach`, plus what it spawns):
 * ``other``: nothing of the kind (data preparation, a smoke test that builds a model,
   a configuration query).
 
-The entries that train or evaluate are the ones dftpass instruments (``project.entries``
+(Importing a module runs its top level, which only defines things in nearly every project:
+the role counts what the entry calls, not what it imports.) The entries that train or
+evaluate are the ones dftpass instruments (``project.entries``
 chooses them by hand). A project where no entry trains or evaluates is a *library*
 (keras, transformers): it gets no AI regions on its internals unless ``project.kind``
 says ``program``.
@@ -84,13 +86,17 @@ def classify(graph: CallGraph, loops: LoopAnalysis, entry_globs: list[str], kind
     for caller, _, target in graph.spawns:
         spawned.setdefault(caller, set()).add(target)
     by_function = {e.function: e for e in graph.entries if e.kind == "process-target"}
+    # what a program *runs*: not the top levels of the modules it imports (in a library such
+    # as torch, importing the package reaches nearly everything), which only define things
+    runs = {}
     for entry in graph.entries:
         reach[entry.key] = graph.program_reach(entry)
+        runs[entry.key] = graph.program_reach(entry, imports=False)
     evidence_cache: dict[str, str | None] = {}
 
     def role_of(entry: Entry, seen: set[str]) -> tuple[str, str]:
         best, why = "other", "no batch loop, backward pass or optimizer step in what it runs"
-        for function_id in sorted(reach[entry.key]):
+        for function_id in sorted(runs[entry.key]):
             if function_id not in evidence_cache:
                 evidence_cache[function_id] = _evidence(graph, loops, function_id)
             found = evidence_cache[function_id]

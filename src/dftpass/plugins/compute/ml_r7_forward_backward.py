@@ -193,7 +193,8 @@ class ForwardBackward(Pass):
                     continue
                 if any(is_node(fs, w, "compute.backward") for w in call.withs):
                     continue
-                ctx.add_edit(fs.relpath, WrapStmt(self.id, call.line, f"backward pass {call.callee}()",
+                shown = call.callee.replace("?", "(...)")  # ``(loss / k).backward()``
+                ctx.add_edit(fs.relpath, WrapStmt(self.id, call.line, f"backward pass {shown}()",
                                                   call.stmt, ctx.names(fs.relpath).node("compute.backward")))
 
     # -- a step with no forward/backward split ---------------------------------------------

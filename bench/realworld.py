@@ -1,0 +1,250 @@
+"""dftpass on code nobody here wrote: public training programs, and large libraries.
+
+    # a training program from a checkout fetched outside the repository
+    python bench/realworld.py program word_language_model --checkout /scratch/pytorch-examples
+    python bench/realworld.py program nanogpt --checkout /scratch/nanoGPT
+    python bench/realworld.py program mingpt --checkout /scratch/minGPT
+    python bench/realworld.py program mnist --checkout /scratch/pytorch-examples --python /scratch/tvenv/bin/python
+    python bench/realworld.py program imagenet --checkout /scratch/pytorch-examples --python /scratch/tvenv/bin/python
+
+    # libraries downloaded from the package index: annotate, then validate dftpass's own output
+    python bench/realworld.py library transformers deepspeed lightning keras torch==2.13.0
+
+A program is copied to a scratch folder, annotated with ``dftpass run``, then run as
+written, annotated with tracing off and annotated with tracing on, with the smallest
+settings that still train on 2 CPU cores (docs/realworld.md). The printed loss lines are
+compared with their timings stripped, saved weights byte for byte; the trace is read and
+its categories, event counts and root span are printed. Nothing is written inside the
+repository; the project's code is never committed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import json
+import os
+import re
+import shutil
+import signal
+import statistics
+import struct
+import subprocess
+import sys
+import tempfile
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Callable
+
+import attrs
+
+DFTPASS = [sys.executable, "-m", "dftpass"]
+
+
+# -- programs ----------------------------------------------------------------------------------
+
+def _wlm_data(work: Path, project: Path) -> list[str]:
+    """Lines 1-400 of valid.txt as train.txt, 401-600 as valid.txt, 200 lines of test.txt."""
+    src = project / "data" / "wikitext-2"
+    data = work / "wlm-data"
+    data.mkdir(exist_ok=True)
+    valid = (src / "valid.txt").read_text(encoding="utf-8").splitlines(keepends=True)
+    test = (src / "test.txt").read_text(encoding="utf-8").splitlines(keepends=True)
+    (data / "train.txt").write_text("".join(valid[:400]), encoding="utf-8")
+    (data / "valid.txt").write_text("".join(valid[400:600]), encoding="utf-8")
+    (data / "test.txt").write_text("".join(test[:200]), encoding="utf-8")
+    return ["main.py", "--data", str(data), "--epochs", "2", "--emsize", "32", "--nhid", "32", "--bptt", "35",
+            "--batch_size", "20", "--log-interval", "5", "--save", "{out}/model.pt"]
+
+
+def _nanogpt_data(work: Path, project: Path) -> list[str]:
+    """~200 KB of local text as the character corpus; prepare.py with a stub `requests`."""
+    folder = project / "data" / "shakespeare_char"
+    text = Path(__file__).resolve().parents[1].joinpath("README.md").read_text(encoding="utf-8")
+    (folder / "input.txt").write_text((text * 200)[:200_000], encoding="utf-8")
+    stub = work / "stub"
+    stub.mkdir(exist_ok=True)
+    (stub / "requests.py").write_text("def get(*a, **k):\n    raise RuntimeError('no network')\n")
+    subprocess.run([ARGS.python, "prepare.py"], cwd=folder, check=True, capture_output=True,
+                   env={**os.environ, "PYTHONPATH": str(stub)})
+    return ["train.py", "config/train_shakespeare_char.py", "--device=cpu", "--compile=False", "--eval_iters=5",
+            "--log_interval=5", "--block_size=64", "--batch_size=8", "--n_layer=2", "--n_head=2", "--n_embd=64",
+            "--max_iters=40", "--lr_decay_iters=40", "--dropout=0.0", "--out_dir={out}"]
+
+
+def _mnist_data(work: Path, project: Path) -> list[str]:
+    """MNIST in torchvision's raw format, from random bytes with a learnable bar per label."""
+    import numpy as np
+
+    raw = work / "data" / "MNIST" / "raw"  # main.py reads ../data: the runs start in work/out-*
+    raw.mkdir(parents=True, exist_ok=True)
+    rng = np.random.default_rng(0)
+    for split, n in (("train", 640), ("t10k", 200)):
+        labels = rng.integers(0, 10, n)
+        images = (rng.random((n, 28, 28)) * 60).astype(np.uint8)
+        for i, label in enumerate(labels):
+            images[i, 2 + 2 * label, 4:24] = 250
+        for name, array, magic in ((f"{split}-images-idx3-ubyte", images, 2051),
+                                   (f"{split}-labels-idx1-ubyte", labels, 2049)):
+            with open(raw / name, "wb") as fh:
+                fh.write(struct.pack(">I", magic) + b"".join(struct.pack(">I", d) for d in array.shape))
+                fh.write(array.astype(np.uint8).tobytes())
+    return ["main.py", "--epochs", "2", "--batch-size", "64", "--test-batch-size", "100", "--save-model", "--no-accel"]
+
+
+@attrs.frozen
+class Recipe:
+    folder: str  # in the checkout
+    setup: Callable[[Path, Path], list[str]]  # (work folder, project copy) -> argv after python
+    lines: str  # the output lines to compare (timings stripped)
+    files: tuple[str, ...] = ()  # written to {out} (or the working folder), compared byte for byte
+    cwd: str = "project"  # "project" or "out": where the program runs
+    bound_s: int | None = None  # programs too long to finish: compare the lines printed in this time
+
+
+RECIPES = {
+    "word_language_model": Recipe("word_language_model", _wlm_data, r"^\|", ("model.pt",)),
+    "nanogpt": Recipe(".", _nanogpt_data, r"^(iter|step) "),
+    "mingpt": Recipe(".", lambda w, p: ["projects/adder/adder.py", "--trainer.max_iters=60",
+                                        "--trainer.num_workers=0", "--system.work_dir='{out}'"], r"train loss"),
+    "mnist": Recipe("mnist", _mnist_data, r"(Loss|Accuracy)", ("mnist_cnn.pt",), cwd="out"),
+    "imagenet": Recipe("imagenet", lambda w, p: ["main.py", "-a", "resnet18", "-b", "8", "--epochs", "1", "-j", "2",
+                                                 "--dummy", "--seed", "0", "--print-freq", "5"],
+                       r"^Epoch: \[0\]", bound_s=45),
+}
+TIMINGS = re.compile(r"(ms/batch|time:?|Time|Data|iter_dt)\s*[0-9.]+\s*(ms|s)?(\s*\(\s*[0-9.]+\))?;?|"
+                     r"time [0-9.]+ms|mfu -?[0-9.]+%")
+
+
+def run_once(recipe: Recipe, project: Path, argv: list[str], out: Path, trace: Path | None):
+    """(printed text, exit code or "bounded", seconds) of one run."""
+    out.mkdir(parents=True, exist_ok=True)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("DFTRACER_")}
+    env.update(OMP_NUM_THREADS="1", PYTHONPATH=str(project))
+    if trace is not None:
+        env.update(DFTRACER_ENABLE="1", DFTRACER_INC_METADATA="1", DFTRACER_LOG_FILE=str(trace / "trace"))
+    cmd = [ARGS.python, str(project / argv[0]), *[a.format(out=out) for a in argv[1:]]]
+    start = time.perf_counter()
+    proc = subprocess.Popen(cmd, cwd=project if recipe.cwd == "project" else out, env=env, text=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    try:
+        text = proc.communicate(timeout=recipe.bound_s or 1800)[0]
+        return text, proc.returncode, time.perf_counter() - start
+    except subprocess.TimeoutExpired:
+        # bounded by time: Ctrl-C, as a user would (the trace is finalized on the way out),
+        # and the lines printed so far count
+        proc.send_signal(signal.SIGINT)
+        text = proc.communicate(timeout=120)[0]
+        return text, "bounded", time.perf_counter() - start
+
+
+def read_trace(folder: Path) -> dict:
+    files = sorted(folder.glob("*.pfw.gz"))
+    seen: Counter = Counter()
+    root = span = 0.0
+    for path in files:
+        with gzip.open(path, "rt") as fh:
+            events = [json.loads(line) for line in fh if line.strip().startswith("{")]
+        events = [e for e in events if e.get("ph") == 1]
+        seen.update(e["cat"] for e in events)
+        if events:
+            span = max(span, (max(e["ts"] + e["dur"] for e in events) - min(e["ts"] for e in events)) / 1e6)
+            root = max([root] + [e["dur"] / 1e6 for e in events if e["cat"] == "ai_root"])
+    return {"files": len(files), "categories": dict(sorted(seen.items())), "root_s": round(root, 3),
+            "span_s": round(span, 3)}
+
+
+def program(name: str) -> int:
+    recipe = RECIPES[name]
+    work = Path(tempfile.mkdtemp(prefix=f"dftpass-{name}-"))
+    original = work / "original"
+    shutil.copytree(Path(ARGS.checkout) / recipe.folder, original, ignore=shutil.ignore_patterns("__pycache__", ".git"))
+    argv = recipe.setup(work, original)
+    annotated = work / "annotated"
+    annotation = subprocess.run([*DFTPASS, "run", str(original), "--out", str(annotated)], check=True,
+                                capture_output=True, text=True)
+    for generated in original.glob("data/*/*.bin"):  # nanoGPT's prepared tokens
+        shutil.copy2(generated, annotated / generated.relative_to(original))
+    for generated in original.glob("data/*/meta.pkl"):
+        shutil.copy2(generated, annotated / generated.relative_to(original))
+    runs: dict[str, dict] = {}
+    for repeat in range(ARGS.repeat):  # alternating, so the machine's noise falls on all three alike
+        for label, project, traced in (("original", original, False), ("off", annotated, False),
+                                       ("on", annotated, True)):
+            out = work / f"out-{label}-{repeat}"
+            text, code, seconds = run_once(recipe, project, argv, out, work / f"trace-{repeat}" if traced else None)
+            lines = [TIMINGS.sub("", line).rstrip() for line in text.splitlines() if re.search(recipe.lines, line)]
+            run = runs.setdefault(label, {"lines": lines, "exit": [], "seconds": [], "out": out})
+            run["exit"].append(code)
+            run["seconds"].append(seconds)
+    base = runs["original"]
+    report: dict = {"program": name, "work": str(work), "annotation": annotation.stderr.strip().splitlines(),
+                    "lines_compared": len(base["lines"]),
+                    "original": {"exit": base["exit"], "median_s": round(statistics.median(base["seconds"]), 2)}}
+    for label in ("off", "on"):
+        run = runs[label]
+        n = min(len(base["lines"]), len(run["lines"])) if recipe.bound_s else len(base["lines"])
+        report[label] = {
+            "same_lines": n > 0 and base["lines"][:n] == run["lines"][:n] and (
+                recipe.bound_s is not None or len(run["lines"]) == n),
+            "same_files": all((run["out"] / f).read_bytes() == (base["out"] / f).read_bytes() for f in recipe.files),
+            "exit": run["exit"], "median_s": round(statistics.median(run["seconds"]), 2)}
+    report["trace"] = read_trace(work / "trace-0")
+    print(json.dumps(report, indent=2))
+    ok = all(report[label]["same_lines"] and report[label]["same_files"] for label in ("off", "on"))
+    return 0 if ok else 1
+
+
+# -- libraries ------------------------------------------------------------------------------------
+
+def library(spec: str) -> dict:
+    work = Path(tempfile.mkdtemp(prefix="dftpass-lib-"))
+    subprocess.run([sys.executable, "-m", "pip", "download", "--no-deps", "-q", "-d", str(work / "dl"), spec],
+                   check=True)
+    [archive] = list((work / "dl").iterdir())
+    src = work / "src"
+    if archive.suffix == ".whl":
+        shutil.unpack_archive(str(archive), str(src), "zip")
+    else:
+        shutil.unpack_archive(str(archive), str(src))
+    row = {"library": archive.name}
+    for step, argv in (("run", ["run", str(src), "--out", str(work / "out"), "--jobs", str(ARGS.jobs)]),
+                       ("validate", ["validate", str(work / "out"), "--jobs", str(ARGS.jobs)])):
+        start = time.perf_counter()
+        proc = subprocess.run([*DFTPASS, *argv], capture_output=True, text=True)
+        row[step] = {"exit": proc.returncode, "seconds": round(time.perf_counter() - start, 1),
+                     "summary": (proc.stderr.strip().splitlines() or [""])[-1][:200],
+                     "errors": [line for line in proc.stdout.splitlines() + proc.stderr.splitlines()
+                                if ": error:" in line][:5]}
+    shutil.rmtree(work, ignore_errors=True)
+    return row
+
+
+def main() -> int:
+    global ARGS
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = parser.add_subparsers(dest="what", required=True)
+    p = sub.add_parser("program")
+    p.add_argument("name", choices=sorted(RECIPES))
+    p.add_argument("--checkout", required=True, help="the project's checkout (fetched outside the repository)")
+    p.add_argument("--python", default=sys.executable, help="the interpreter that has torch (and torchvision)")
+    p.add_argument("--repeat", type=int, default=1, help="alternating repeats (medians of the times)")
+    lib = sub.add_parser("library")
+    lib.add_argument("specs", nargs="+", help="package-index requirements (transformers, torch==2.13.0)")
+    lib.add_argument("--jobs", type=int, default=2)
+    ARGS = parser.parse_args()
+    if ARGS.what == "program":
+        return program(ARGS.name)
+    failed = 0
+    for spec in ARGS.specs:
+        row = library(spec)
+        print(json.dumps(row, indent=2), flush=True)
+        failed += row["validate"]["exit"] != 0
+    return 1 if failed else 0
+
+
+ARGS = argparse.Namespace()
+
+if __name__ == "__main__":
+    sys.exit(main())
