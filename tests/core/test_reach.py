@@ -184,3 +184,52 @@ def test_next_with_a_stop_iteration_restart_is_one_fetch_region(project):
     [facts] = loops.of_kind("batch")
     assert facts.style == "next" and facts.step_var == "self.iter_num"
     assert len(facts.fetch_regions) == 1 and facts.fetch_regions[0][-1] == ("body", 0)  # the try statement
+
+
+def test_python_dash_m_pkg_starts_at_main_py(project, cli):
+    root = project({
+        "pkg/__init__.py": "",
+        "pkg/cli.py": "import torch\n\n\ndef main():\n    torch.ones(1, requires_grad=True).sum().backward()\n",
+        "pkg/__main__.py": "from pkg.cli import main\n\nmain()\n",
+    })
+    plan = cli("plan", root, "--no-diff")
+    assert "pkg/__main__.py:3: ML-R1 module-level script: initialize after the imports" in plan.out
+
+
+def test_a_lightning_style_smoke_block_with_its_own_init_is_no_double_initialization(project, cli):
+    """The __main__ block of an imported module never runs on import (lightning 2, deepspeed 13,
+    torch 19 false errors before)."""
+    init = "from dftracer.python import dftracer\n"
+    root = project({
+        "net.py": init + "import torch\n\n\nclass Net(torch.nn.Module):\n    pass\n\n\n"
+                  "if __name__ == '__main__':\n    log = dftracer.initialize_log(None, None, -1)\n    Net()\n",
+        "train.py": init + "import torch\nfrom net import Net\n\n\ndef main():\n"
+                    "    log = dftracer.initialize_log(None, None, -1)\n    Net()\n"
+                    "    torch.ones(1, requires_grad=True).sum().backward()\n\n\nif __name__ == '__main__':\n    main()\n",
+    })
+    r = cli("validate", root)
+    assert "initializes dftracer" not in r.out, r.out
+
+
+def test_annotations_of_the_dlio_profiler_era_are_recognised(project, cli):
+    root = project({"train.py": (
+        "import torch\nfrom dlio_profiler.logger import dlio_logger as logger, fn_interceptor\n\n"
+        "dlp = fn_interceptor('train')\n\n\n@dlp.log\ndef step(w):\n    (w * 2).sum().backward()\n\n\n"
+        "def main():\n    log = logger.initialize_log(logfile=None, data_dir=None, process_id=-1)\n"
+        "    step(torch.zeros(1, requires_grad=True))\n    log.finalize()\n\n\n"
+        "if __name__ == '__main__':\n    main()\n")})
+    plan = cli("plan", root, "--no-diff")
+    assert "ML-R1" not in plan.out  # initialized already, through the old module's name
+
+
+def test_a_loop_that_can_break_is_a_warning_in_plan_and_nothing_in_validate(project, cli):
+    root = project({"train.py": (
+        "import torch\nfrom torch.utils.data import DataLoader\n\n\ndef train(model, loader, opt, dry_run):\n"
+        "    for x in loader:\n        model(x).sum().backward()\n        opt.step()\n        if dry_run:\n"
+        "            break\n\n\nif __name__ == '__main__':\n    train(torch.nn.Linear(2, 1), DataLoader(torch.ones(4, 2)), "
+        "None, True)\n")})
+    plan = cli("plan", root, "--no-diff")
+    assert "warning: ML-R6 the loop can `break`" in plan.err
+    annotated = root.parent / "annotated"
+    cli("run", root, "--out", annotated)
+    assert cli("validate", annotated).code == 0

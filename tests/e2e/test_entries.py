@@ -233,3 +233,47 @@ def test_a_module_level_script_finalizes_on_every_way_out(tmp_path, cli, mode, c
     backward = [e for e in events if e["name"] == "backward"]
     assert len(root) == 1 and len(backward) == 4
     assert root[0]["ts"] <= backward[0]["ts"] and root[0]["ts"] + root[0]["dur"] >= backward[-1]["ts"]
+
+
+FORKED = '''import multiprocessing as mp
+
+import torch
+
+
+def work(n):
+    w = torch.zeros(2, requires_grad=True)
+    for _ in range(n):
+        (w * 3).sum().backward()
+
+
+def main():
+    work(1)
+    child = mp.get_context("fork").Process(target=work, args=(4,))
+    child.start()
+    child.join()
+    work(2)
+    print("child exit", child.exitcode)
+
+
+if __name__ == "__main__":
+    main()
+'''
+
+
+def test_a_process_target_also_called_in_the_parent_survives_a_fork(tmp_path, cli):
+    """`work` is a process target and is called in the parent before and after the fork: the
+    parent initializes once and finalizes at exit, never in between (a forked child writing to
+    a finalized tracer crashed with SIGSEGV); the child writes its own trace."""
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "prog.py").write_text(FORKED)
+    annotated = tmp_path / "annotated"
+    assert cli("run", src, "--out", annotated).code == 0
+    traces = tmp_path / "traces"
+    proc = subprocess.run([sys.executable, str(annotated / "prog.py")], cwd=tmp_path, env=clean_env(traces / "trace"),
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0 and "child exit 0" in proc.stdout, proc.stdout + proc.stderr
+    files = trace_files(traces)
+    assert sorted(f.name.rsplit("-", 1)[-1] for f in files) == ["app.pfw.gz", "fork.pfw.gz"]
+    backward = {f.name.rsplit("-", 1)[-1]: sum(e["name"] == "backward" for e in events_of(f)) for f in files}
+    assert backward == {"app.pfw.gz": 3, "fork.pfw.gz": 4}

@@ -110,10 +110,11 @@ _CANDIDATES = {
     "os": ("os", "_dft_os"),
     "atexit": ("atexit", "_dft_atexit"),
     "signal": ("signal", "_dft_signal"),
+    "multiprocessing": ("multiprocessing", "_dft_multiprocessing"),
     "log": ("_dft_log", "_dft_log_"),
 }
 _API_SYMBOLS = ("ai", "dftracer", "dft_fn")
-_STDLIB = ("os", "atexit", "signal")
+_STDLIB = ("os", "atexit", "signal", "multiprocessing")
 
 
 def _existing(fs: FileSummary, symbol: str) -> str | None:
@@ -209,7 +210,16 @@ class FileNames:
         return [*self.lifecycle_prologue(), f"{root}.start()\n", f"{atexit}.register({root}.stop)\n"]
 
     def lifecycle_finally(self) -> list[str]:
+        """The end of a ``__main__`` block: the program's end."""
         return [f"{self._name('log')}.finalize()\n"]
+
+    def function_lifecycle_finally(self) -> list[str]:
+        """The end of a function that initializes (a console-script or process target). In the
+        main process ``atexit`` finalizes: the function may run again, and a finalized tracer
+        must not be written to. A child process may end without ``atexit`` (a forked one ends
+        with ``os._exit``), so there it finalizes now."""
+        mp = self._name("multiprocessing")
+        return [f"if {mp}.parent_process() is not None:\n    {self._name('log')}.finalize()\n"]
 
     # -- imports ------------------------------------------------------------------------
     def imports_needed(self) -> tuple[list[tuple[str, str]], list[tuple[str, str]]]:

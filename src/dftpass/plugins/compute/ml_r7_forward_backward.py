@@ -113,6 +113,15 @@ class ForwardBackward(Pass):
             "        with ai.compute.forward:\n            output = model(x)\n        opt.step()\n",
         ),
         Case(
+            # a framework's own step (Keras): a library call gets the region around it
+            "import tensorflow as tf\n\n\ndef train(model, x, y):\n"
+            "    for xb, yb in tf.data.Dataset.from_tensor_slices((x, y)).batch(8):\n"
+            "        logs = model.train_on_batch(xb, yb)\n",
+            "from dftracer.python import ai\nimport tensorflow as tf\n\n\ndef train(model, x, y):\n"
+            "    for xb, yb in tf.data.Dataset.from_tensor_slices((x, y)).batch(8):\n"
+            "        with ai.compute:\n            logs = model.train_on_batch(xb, yb)\n",
+        ),
+        Case(
             # a simulated step (a benchmark): no backward, no model; the compute is the step
             "import time\nimport torch\n\n\nclass Framework:\n    def compute(self, batch, seconds):\n"
             "        time.sleep(seconds)\n\n\ndef train(loader):\n    framework = Framework()\n"

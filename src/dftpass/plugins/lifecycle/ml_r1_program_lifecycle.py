@@ -46,7 +46,9 @@ class ProgramLifecycle(Pass):
           ``@hydra.main``, where a decorator underneath would be outside the run);
         * a console-script or process target: the same inside the function's body, with
           ``with ai:`` around the rest; a function that is also called from a ``__main__``
-          block is initialized there once, whichever way the program starts;
+          block is initialized there once, whichever way the program starts. Only a child
+          process finalizes when the function returns (a forked one ends without ``atexit``);
+          the main process finalizes at exit, since the function may run again;
         * a module-level script: right after its imports and set-up, then ``ai.start()``
           with ``atexit`` closing the root region and finalizing (last registered runs first).
 
@@ -116,6 +118,14 @@ class ProgramLifecycle(Pass):
             "    finally:\n        _dft_log.finalize()\n",
         ),
         Case(
+            # a decorated main (hydra, click): a decorator underneath would be outside the run
+            "import hydra\nimport torch\n\n\n@hydra.main(config_path='conf')\ndef main(cfg):\n"
+            "    torch.ones(1, requires_grad=True).sum().backward()\n\n\nif __name__ == '__main__':\n    main()\n",
+            _IMPORTS + "import hydra\nimport torch\n\n\n@hydra.main(config_path='conf')\ndef main(cfg):\n"
+            "    torch.ones(1, requires_grad=True).sum().backward()\n\n\nif __name__ == '__main__':\n" + _PROLOGUE
+            + "    try:\n        with ai:\n            main()\n    finally:\n        _dft_log.finalize()\n",
+        ),
+        Case(
             # a module-level script: initialized after its imports, finalized at exit
             "import torch\n\nw = torch.zeros(1, requires_grad=True)\nfor _ in range(3):\n"
             "    (w * 2).sum().backward()\n",
@@ -127,9 +137,10 @@ class ProgramLifecycle(Pass):
             # initialized once, in the function, whichever way the program starts
             "import torch\n\n\ndef main():\n    torch.ones(1, requires_grad=True).sum().backward()\n\n\n"
             "if __name__ == '__main__':\n    main()\n",
-            _IMPORTS + "import torch\n\n\ndef main():\n" + _PROLOGUE + "    try:\n        with ai:\n"
-            "            torch.ones(1, requires_grad=True).sum().backward()\n    finally:\n"
-            "        _dft_log.finalize()\n\n\nif __name__ == '__main__':\n    main()\n",
+            _IMPORTS.replace("import os\n", "import multiprocessing\nimport os\n") + "import torch\n\n\ndef main():\n"
+            + _PROLOGUE + "    try:\n        with ai:\n            torch.ones(1, requires_grad=True).sum().backward()\n"
+            "    finally:\n        if multiprocessing.parent_process() is not None:\n            _dft_log.finalize()\n"
+            "\n\nif __name__ == '__main__':\n    main()\n",
             path="pkg/cli.py",
             files={"pkg/__init__.py": "", "pyproject.toml": '[project]\nname = "pkg"\n'
                    '[project.scripts]\npkg-train = "pkg.cli:main"\n'},
@@ -162,6 +173,7 @@ class ProgramLifecycle(Pass):
         names = ctx.names(fs.relpath)
         prologue, final = tuple(names.lifecycle_prologue()), tuple(names.lifecycle_finally())
         if entry.kind in ("console-script", "process-target"):
+            final = tuple(names.function_lifecycle_finally())
             fn = graph.fn(entry.function)
             what = f"console script {entry.name}" if entry.kind == "console-script" else \
                 f"started in a new process by {entry.name}()"

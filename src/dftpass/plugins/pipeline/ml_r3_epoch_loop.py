@@ -45,6 +45,10 @@ class EpochLoop(Pass):
     VALID = [
         # a loop over epochs with no batch loop inside is not an epoch loop
         "def f(n):\n    for epoch in range(n):\n        print(epoch)\n",
+        # an epoch loop annotated through dftracer 1.x's module name
+        "from dftracer.logger import ai as prof\n\n\ndef train(model, loader):\n    for x in loader:\n"
+        "        model(x)\n\n\ndef main(model, loader):\n"
+        "    for epoch in prof.pipeline.epoch.iter(range(3), include_iter=False):\n        train(model, loader)\n",
     ]
     INVALID = [
         Case(

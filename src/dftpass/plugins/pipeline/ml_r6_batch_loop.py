@@ -110,6 +110,16 @@ class BatchLoop(Pass):
             "        ai.dataloader.fetch.stop()\n        model(batch)\n",
         ),
         Case(
+            # a tf.data pipeline held in an attribute
+            "import tensorflow as tf\n\n\nclass Loader:\n    def __init__(self, x):\n"
+            "        self._dataset = tf.data.Dataset.from_tensor_slices(x).batch(32).prefetch(2)\n\n"
+            "    def epoch(self, step_fn):\n        for batch in self._dataset:\n            step_fn(batch)\n",
+            "from dftracer.python import ai\nimport tensorflow as tf\n\n\nclass Loader:\n    def __init__(self, x):\n"
+            "        self._dataset = tf.data.Dataset.from_tensor_slices(x).batch(32).prefetch(2)\n\n"
+            "    def epoch(self, step_fn):\n        for batch in ai.dataloader.fetch.iter(self._dataset):\n"
+            "            step_fn(batch)\n",
+        ),
+        Case(
             # index-driven batches: the function that produces the batch is the fetch
             "def get_batch(source, i):\n    return source[i:i + 2], source[i + 1:i + 3]\n\n\n"
             "def train(model, data, opt):\n    for batch, i in enumerate(range(0, len(data), 2)):\n"
