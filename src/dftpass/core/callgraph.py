@@ -102,6 +102,7 @@ class CallGraph:
     _sites: dict[str, list[tuple[str, int]]] = attrs.field(factory=dict)
     _module_cache: dict[tuple[str, str], str | None] = attrs.field(factory=dict)
     _mro_cache: dict[str, list[str]] = attrs.field(factory=dict)
+    _subclass_cache: dict[str, list[str]] = attrs.field(factory=dict)
     values: Values | None = None
 
     # -- queries ---------------------------------------------------------------------------
@@ -208,15 +209,19 @@ class CallGraph:
         return seen
 
     def subclasses(self, class_id: str) -> list[str]:
-        """Project classes that derive from ``class_id``, directly or not."""
-        out: list[str] = []
+        """Project classes that derive from ``class_id``, directly or not (cached: a base
+        class of a large library has hundreds, and dispatch asks for them often)."""
+        if class_id in self._subclass_cache:
+            return self._subclass_cache[class_id]
+        found: dict[str, None] = {}
         stack = list(self._subclasses.get(class_id, ()))
         while stack:
             cid = stack.pop()
-            if cid not in out and cid != class_id:
-                out.append(cid)
+            if cid not in found and cid != class_id:
+                found[cid] = None
                 stack.extend(self._subclasses.get(cid, ()))
-        return out
+        self._subclass_cache[class_id] = list(found)
+        return self._subclass_cache[class_id]
 
     def methods_of(self, class_id: str) -> list[str]:
         return self._methods.get(class_id, [])
@@ -559,24 +564,28 @@ def _note_instantiation(graph: CallGraph, caller: str, targets: list[str], insta
 def _resolve_reexported_api(graph: CallGraph) -> None:
     """dftracer names that reach a file through project modules (``from pkg.util import
     dft_ai``), recorded on the file's summary so every rule recognises hand annotations."""
+    known = {rel: emitter.aliases(fs) for rel, fs in graph.files.items()}
+    sources = {rel for rel, names in known.items() if names}
     for _ in range(4):  # re-exports of re-exports
         changed = False
         for fs in graph.files.values():
             for local, qualified in fs.imports.items():
-                if local in fs.reexported_api or emitter.api_symbol(qualified):
+                if local in fs.reexported_api or "." not in qualified:
                     continue
                 module, _, attr = qualified.rpartition(".")
-                source = graph.module_file(module, fs.relpath) if module else None
-                if source is None or source == fs.relpath:
+                source = graph.module_file(module, fs.relpath)
+                if source is None or source == fs.relpath or source not in sources:
                     continue
-                sfs = graph.files[source]
-                symbol = emitter.aliases(sfs).get(attr)
+                names = known[source]
+                symbol = names.get(attr)
                 if symbol is None:  # ``dft_ai = ai`` at the top of the source module
-                    for a in sfs.module_scope.assigns:
-                        if a.target == attr and a.value:
-                            symbol = emitter.aliases(sfs).get(a.value)
-                if symbol is not None:
+                    for a in graph.files[source].module_scope.assigns:
+                        if a.target == attr and a.value in names:
+                            symbol = names[a.value]
+                if symbol is not None and not emitter.api_symbol(qualified):
                     fs.reexported_api[local] = symbol
+                    known[fs.relpath] = {**known[fs.relpath], local: symbol}
+                    sources.add(fs.relpath)
                     changed = True
         if not changed:
             break

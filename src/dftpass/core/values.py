@@ -65,6 +65,7 @@ class Values:
     hints: ValueHints = attrs.field(factory=ValueHints)
     _memo: dict[tuple[str, str], frozenset[str]] = attrs.field(factory=dict)
     _attr_memo: dict[tuple[str, str], frozenset[str]] = attrs.field(factory=dict)
+    _assign_memo: dict[str, dict[str, list[tuple[str, str | None]]]] = attrs.field(factory=dict)
     _active: set[tuple[str, str]] = attrs.field(factory=set)
 
     # -- the question -------------------------------------------------------------------
@@ -288,13 +289,23 @@ class Values:
             else:
                 out.add(f"func:{prop}")  # a bound method, not called here
         for cid in [*g.mro(class_id), *g.subclasses(class_id)]:
-            for method_id in g.methods_of(cid):
-                for a in g.fn(method_id).assigns:
-                    if a.target == f"self.{attr}":
-                        out |= self.of(method_id, a.value, depth + 1)
+            for method_id, value in self._self_assigns(cid).get(attr, ()):
+                out |= self.of(method_id, value, depth + 1)
         result = frozenset(out)
         self._attr_memo[key] = result
         return result
+
+    def _self_assigns(self, class_id: str) -> dict[str, list[tuple[str, str | None]]]:
+        """``self.attr = value`` in the class's own methods: attr -> (method id, value)."""
+        found = self._assign_memo.get(class_id)
+        if found is None:
+            found = {}
+            for method_id in self.graph.methods_of(class_id):
+                for a in self.graph.fn(method_id).assigns:
+                    if a.target.startswith("self.") and a.target.count(".") == 1:
+                        found.setdefault(a.target[5:], []).append((method_id, a.value))
+            self._assign_memo[class_id] = found
+        return found
 
     def _class_attribute(self, class_id: str, attr: str, depth: int) -> set[str]:
         """``Class.attr``: a method (as a function), or what ``Class.attr = ...`` /
