@@ -233,3 +233,17 @@ def test_a_loop_that_can_break_is_a_warning_in_plan_and_nothing_in_validate(proj
     annotated = root.parent / "annotated"
     cli("run", root, "--out", annotated)
     assert cli("validate", annotated).code == 0
+
+
+def test_a_closure_called_in_the_loop_resolves(project):
+    """timm's train_one_epoch calls its nested `_backward(loss)`: the backward pass in it makes
+    train.py a training program."""
+    graph, loops = analyse(project({"train.py": (
+        "import torch\n\n\ndef train_one_epoch(model, loader, opt):\n    for x in loader:\n\n"
+        "        def _backward(_loss):\n            _loss.backward()\n            opt.step()\n\n"
+        "        _backward(model(x).sum())\n\n\ndef main():\n"
+        "    train_one_epoch(torch.nn.Linear(2, 1), torch.utils.data.DataLoader(torch.ones(4, 2)), None)\n\n\n"
+        "if __name__ == '__main__':\n    main()\n")}))
+    assert ("train.py::train_one_epoch", "train.py::train_one_epoch.<locals>._backward") in set(graph.graph.edges)
+    [program] = classify(graph, loops, [], "auto").programs
+    assert program.role == "train"

@@ -181,6 +181,17 @@ class CallGraph:
         return bool(fn.cls) and fn.positional[:1] in (("self",), ("cls",)) and \
             not any(d.rsplit(".", 1)[-1] == "staticmethod" for d in fn.decorators)
 
+    def nested_function(self, fs: FileSummary, fn: FunctionSummary, name: str) -> str | None:
+        """A function ``name`` defined inside ``fn`` or a function enclosing it (a closure
+        such as timm's ``_backward`` inside ``train_one_epoch``)."""
+        qualname = fn.qualname
+        while not fn.is_module and qualname:
+            found = fid(fs.relpath, f"{qualname}.<locals>.{name}")
+            if found in self.functions:
+                return found
+            qualname = qualname.rsplit(".<locals>.", 1)[0] if ".<locals>." in qualname else ""
+        return None
+
     def enclosing_function(self, function_id: str) -> str | None:
         """The function a nested function is defined in (its closure), if any."""
         fs, fn = self.functions[function_id]
@@ -412,6 +423,10 @@ def _first_pass(graph: CallGraph, fs: FileSummary, fn: FunctionSummary, call: Ca
         return [init or cid], True
     if "()" in callee:
         return [], False
+    if "." not in callee:
+        nested = graph.nested_function(fs, fn, callee)
+        if nested:
+            return [nested], False
     target = graph._resolve_name(fs, callee)
     if target:
         if target in graph.classes:

@@ -44,6 +44,9 @@ class ValueHints:
     #: qualified callables whose result stands for their first argument
     #: (``torch.compile(model)``, ``DistributedDataParallel(model)``)
     passthrough_calls: frozenset[str] = frozenset()
+    #: names of calls whose result is opaque even when the project defines them: a model
+    #: registry's ``create_model(name)`` builds whichever class the name says
+    opaque_calls: frozenset[str] = frozenset()
 
 
 def kind(origin: str) -> str:
@@ -145,6 +148,9 @@ class Values:
             return {f"inst:{g.class_id(fs, fn.cls)}"}
         if name == "cls" and fn.cls and not fn.is_module:
             return {f"class:{g.class_id(fs, fn.cls)}"}
+        nested = g.nested_function(fs, fn, name)
+        if nested:
+            return {f"func:{nested}"}
         out: set[str] = set()
         scope: str | None = fid
         while scope is not None:
@@ -204,6 +210,8 @@ class Values:
             if held:
                 return set(held)
         qualified = g.qualify(fs, callee)
+        if (method if dot else callee) in self.hints.opaque_calls:
+            return {f"ext:{qualified}()"}
         if qualified in self.hints.passthrough_calls or callee in self.hints.passthrough_calls:
             call = g.call_in(fid, callee)
             if call is not None and call.args:

@@ -11,7 +11,7 @@ import re
 
 from dftpass.core.callgraph import CallGraph, ResolutionHints
 from dftpass.core.summary import CallSite, FileSummary, FunctionSummary, StmtPath
-from dftpass.core.values import ValueHints, classes
+from dftpass.core.values import ValueHints, classes, kind, subject
 
 OPTIMIZER_NAME = re.compile(r"(?i)^(opt|optim|optimi[sz]er)s?(_\w+)?$|(^|_)optimi[sz]er$|^opt_\w+$")
 SCALER_NAME = re.compile(r"(?i)(^|_)(grad_?)?scaler$")
@@ -37,9 +37,12 @@ PHASE_RECEIVER = re.compile(r"(?i)(^|_)trainer$|^(model|learner|engine|net|keras
 #: names of the objects a training step calls as its model (when nothing else tells)
 MODEL_NAME = re.compile(r"(?i)^(model|net|network|module|backbone|encoder|decoder|generator|discriminator|"
                         r"policy|critic|actor|classifier|transformer|gpt|llm|lm)s?(_\w+)?$|_(model|net)$")
-#: external calls that build a model whose class the project cannot tell
-MODEL_FACTORIES = ("create_model", "from_pretrained", "from_config", "instantiate", "get_model", "build_model",
-                   "load_model", "model_from_name")
+#: calls that build a model whose class the call site cannot tell (a registry, a hub, a
+#: config): even a project's own ``create_model(name)`` is opaque
+MODEL_FACTORIES = frozenset({"create_model", "from_pretrained", "instantiate", "get_model", "build_model",
+                             "load_model", "model_from_name", "create_model_from_config"})
+#: callables that compute a loss: a module, but not the model
+LOSS_NAME = re.compile(r"(?i)loss|criterion|crossentropy")
 #: methods of log sinks (what they are passed is not the function's work)
 LOG_METHODS = frozenset({"debug", "info", "warning", "warn", "error", "exception", "critical", "log", "print",
                          "output"})
@@ -152,6 +155,7 @@ def resolution_hints() -> ResolutionHints:
         values=ValueHints(
             identity_methods=frozenset({"to", "cuda", "cpu", "train", "eval", "float", "half", "double",
                                         "bfloat16", "requires_grad_", "share_memory", "to_empty"}),
+            opaque_calls=MODEL_FACTORIES,
             passthrough_calls=frozenset({
                 "torch.compile", "torch.nn.parallel.DistributedDataParallel", "DistributedDataParallel",
                 "torch.nn.DataParallel", "nn.DataParallel", "DataParallel",
@@ -175,10 +179,20 @@ def framework_phase(call: CallSite) -> str | None:
 
 
 def model_classes(graph: CallGraph, function_id: str, callee: str) -> set[str]:
-    """The project model classes (torch modules) a call of ``callee`` runs ``forward`` of."""
+    """The project model classes (torch modules, not losses) a call of ``callee`` runs
+    ``forward`` of."""
     if graph.values is None:
         return set()
-    return {c for c in classes(graph.values.of(function_id, callee)) if graph.is_module_class(c)}
+    return {c for c in classes(graph.values.of(function_id, callee)) if graph.is_module_class(c)
+            and not LOSS_NAME.search(graph.classes[c][1].name) and not graph.has_base(c, ("_Loss", "_WeightedLoss"))}
+
+
+def built_by_factory(graph: CallGraph, function_id: str, callee: str) -> bool:
+    """Whether the model called as ``callee`` may come from a model factory (registry, hub)."""
+    if graph.values is None:
+        return False
+    return any(kind(o) == "ext" and subject(o).rstrip("()").rsplit(".", 1)[-1] in MODEL_FACTORIES
+               for o in graph.values.of(function_id, callee))
 
 
 def is_model_call(graph: CallGraph, function_id: str, index: int) -> bool:
@@ -187,6 +201,8 @@ def is_model_call(graph: CallGraph, function_id: str, index: int) -> bool:
     callee = graph.fn(function_id).calls[index].callee
     if "(" in callee or callee.count(".") > 1 or (callee.count(".") == 1 and not callee.startswith("self.")):
         return False
+    if LOSS_NAME.search(callee.rsplit(".", 1)[-1]):
+        return False  # ``loss_fn(output, target)``, ``criterion(...)``
     if model_classes(graph, function_id, callee):
         return True
     if graph.targets(function_id, index):

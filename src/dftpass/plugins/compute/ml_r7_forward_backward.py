@@ -7,7 +7,8 @@ from dftpass.core.emitter import is_node
 from dftpass.core.findings import Finding, Severity
 from dftpass.core.passes import Case, Pass, PassKind
 from dftpass.core.placement import function_region, has_region
-from dftpass.plugins.knowledge import is_backward, is_compute_step, is_model_call, model_classes, trains
+from dftpass.plugins.knowledge import (built_by_factory, is_backward, is_compute_step, is_model_call, model_classes,
+                                       trains)
 
 
 #: more candidate model classes than this at one call site: the call site is timed instead
@@ -113,6 +114,26 @@ class ForwardBackward(Pass):
             "        with ai.compute.forward:\n            output = model(x)\n        opt.step()\n",
         ),
         Case(
+            # the project's own model registry (timm's shape), a converter that swaps in other
+            # module classes, and a loss module: the call site is timed, no class decorated
+            "import torch\nfrom torch import nn\n\n_MODELS = {}\n\n\nclass SyncNorm(nn.Module):\n"
+            "    def forward(self, x):\n        return x\n\n\nclass SoftTargetCrossEntropy(nn.Module):\n"
+            "    def forward(self, x, y):\n        return (x - y).abs().mean()\n\n\n"
+            "def create_model(name):\n    return _MODELS[name]()\n\n\ndef convert_sync_norm(model):\n"
+            "    return SyncNorm()\n\n\ndef train(name, data, opt):\n    model = create_model(name)\n"
+            "    model = convert_sync_norm(model)\n    loss_fn = SoftTargetCrossEntropy()\n"
+            "    for x, y in torch.utils.data.DataLoader(data):\n        output = model(x)\n"
+            "        loss = loss_fn(output, y)\n        opt.step()\n",
+            "from dftracer.python import ai\nimport torch\nfrom torch import nn\n\n_MODELS = {}\n\n\n"
+            "class SyncNorm(nn.Module):\n    def forward(self, x):\n        return x\n\n\n"
+            "class SoftTargetCrossEntropy(nn.Module):\n    def forward(self, x, y):\n        return (x - y).abs().mean()\n\n\n"
+            "def create_model(name):\n    return _MODELS[name]()\n\n\ndef convert_sync_norm(model):\n"
+            "    return SyncNorm()\n\n\ndef train(name, data, opt):\n    model = create_model(name)\n"
+            "    model = convert_sync_norm(model)\n    loss_fn = SoftTargetCrossEntropy()\n"
+            "    for x, y in torch.utils.data.DataLoader(data):\n        with ai.compute.forward:\n"
+            "            output = model(x)\n        loss = loss_fn(output, y)\n        opt.step()\n",
+        ),
+        Case(
             # a framework's own step (Keras): a library call gets the region around it
             "import tensorflow as tf\n\n\ndef train(model, x, y):\n"
             "    for xb, yb in tf.data.Dataset.from_tensor_slices((x, y)).batch(8):\n"
@@ -152,16 +173,17 @@ class ForwardBackward(Pass):
             call = fn.calls[index]
             candidates = model_classes(graph, function_id, call.callee)
             found = {c for c in candidates if _top_level(graph, c)}
-            if candidates and not found:
+            factory = built_by_factory(graph, function_id, call.callee)
+            if candidates and not found and not factory:
                 continue  # a submodule called by its model
-            if found and len(found) <= MAX_MODEL_CLASSES:
+            if found and len(found) <= MAX_MODEL_CLASSES and not factory:
                 for class_id in found:
                     decorate.setdefault(class_id, f"forward of model {graph.classes[class_id][1].name}, "
                                                   f"called by {fn.name} at line {call.line}")
                 handled = True
             else:
-                reason = f"{len(found)} model classes are candidates" if candidates else \
-                    "its class comes from a factory"
+                reason = "its class comes from a factory" if factory or not candidates else \
+                    f"{len(found)} model classes are candidates"
                 handled |= self._wrap_call(ctx, graph, function_id, call, "compute.forward",
                                            f"model call {call.callee}(): {reason}")
         if not handled:
