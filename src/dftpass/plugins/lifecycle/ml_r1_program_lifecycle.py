@@ -118,6 +118,19 @@ class ProgramLifecycle(Pass):
             "    finally:\n        _dft_log.finalize()\n",
         ),
         Case(
+            # a function started in new processes initializes its own tracer there (and, being a
+            # child, finalizes when it returns); the launcher is a program of its own
+            "import torch\nimport torch.multiprocessing as mp\n\n\ndef worker(rank):\n"
+            "    torch.ones(1, requires_grad=True).sum().backward()\n\n\nif __name__ == '__main__':\n"
+            "    mp.spawn(worker, nprocs=2)\n",
+            _IMPORTS.replace("import os\n", "import multiprocessing\nimport os\n") + "import torch\n"
+            "import torch.multiprocessing as mp\n\n\ndef worker(rank):\n" + _PROLOGUE + "    try:\n        with ai:\n"
+            "            torch.ones(1, requires_grad=True).sum().backward()\n    finally:\n"
+            "        if multiprocessing.parent_process() is not None:\n            _dft_log.finalize()\n\n\n"
+            "if __name__ == '__main__':\n" + _PROLOGUE + "    try:\n        with ai:\n            mp.spawn(worker, nprocs=2)\n"
+            "    finally:\n        _dft_log.finalize()\n",
+        ),
+        Case(
             # a decorated main (hydra, click): a decorator underneath would be outside the run
             "import hydra\nimport torch\n\n\n@hydra.main(config_path='conf')\ndef main(cfg):\n"
             "    torch.ones(1, requires_grad=True).sum().backward()\n\n\nif __name__ == '__main__':\n    main()\n",
