@@ -10,9 +10,7 @@ second annotation of the copy changes nothing.
 
 from __future__ import annotations
 
-import os
 import shutil
-import subprocess
 import sys
 from collections import Counter
 from pathlib import Path
@@ -20,8 +18,8 @@ from pathlib import Path
 import attrs
 import pytest
 
-from tests.conftest import APPS, FIXTURES, tree_bytes
-from tests.e2e.traces import events_of, trace_files
+from tests.conftest import APPS
+from tests.e2e.harness import check_snapshot, events_of, run_program, trace_files
 
 pytest.importorskip("torch", reason="torch is not installed (./dev setup installs the CPU build)")
 pytest.importorskip("dftracer.python", reason="dftracer is not installed (./dev setup installs it)")
@@ -59,35 +57,6 @@ SHAPES = [
         COMMON + (("pipeline", "train"), ("dataloader", "fetch.iter")), processes=3, epochs=False),
 ]
 BY_NAME = {app.name: app for app in SHAPES}
-
-
-def clean_env(trace_prefix: Path | None) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("DFTRACER_")}
-    env["OMP_NUM_THREADS"] = "1"
-    if trace_prefix is not None:
-        env.update(DFTRACER_ENABLE="1", DFTRACER_INC_METADATA="1", DFTRACER_LOG_FILE=str(trace_prefix))
-    return env
-
-
-def run_program(cmd: list[str], cwd: Path, trace_prefix: Path | None, extra_env=None) -> subprocess.CompletedProcess:
-    env = {**clean_env(trace_prefix), **(extra_env or {})}
-    proc = subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True, timeout=300)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    return proc
-
-
-def check_snapshot(name: str, annotated: Path) -> None:
-    snapshot = FIXTURES / "expected" / name
-    got = tree_bytes(annotated)
-    if os.environ.get("DFTPASS_UPDATE_SNAPSHOTS") == "1":
-        shutil.rmtree(snapshot, ignore_errors=True)
-        for rel, data in got.items():
-            (snapshot / rel).parent.mkdir(parents=True, exist_ok=True)
-            (snapshot / rel).write_bytes(data)
-    expected = tree_bytes(snapshot)
-    assert sorted(got) == sorted(expected)
-    for rel in expected:
-        assert got[rel].decode() == expected[rel].decode(), f"{name}/{rel} differs from the snapshot"
 
 
 def annotate_app(name: str, tmp: Path) -> tuple[Path, Path]:

@@ -15,8 +15,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import APPS, tree_bytes
-from tests.e2e.test_apps import check_snapshot, clean_env, run_program
-from tests.e2e.traces import events_of, trace_files
+from tests.e2e.harness import annotate_snippet, check_snapshot, clean_env, events_of, run_program, trace_files
 
 pytest.importorskip("torch", reason="torch is not installed (./dev setup installs the CPU build)")
 pytest.importorskip("dftracer.python", reason="dftracer is not installed (./dev setup installs it)")
@@ -183,13 +182,9 @@ def test_ctrl_c_still_reaches_the_programs_own_handler(tmp_path, cli):
     """word_language_model's shape: `except KeyboardInterrupt:` at module level. With tracing
     on, dftracer's import installs a SIGINT handler that calls sys.exit(2); the emitted
     lifecycle gives the program Python's own back, and the trace is still finalized."""
-    src = tmp_path / "src"
-    src.mkdir()
-    (src / "prog.py").write_text(INTERRUPTIBLE)
-    annotated = tmp_path / "annotated"
-    assert cli("run", src, "--out", annotated).code == 0
+    program = annotate_snippet(tmp_path, cli, "prog.py", INTERRUPTIBLE)
     traces = tmp_path / "traces"
-    proc = subprocess.Popen([sys.executable, str(annotated / "prog.py")], cwd=tmp_path,
+    proc = subprocess.Popen([sys.executable, str(program)], cwd=tmp_path,
                             env=clean_env(traces / "trace"), stdout=subprocess.PIPE, text=True)
     assert proc.stdout.readline().strip() == "ready"
     time.sleep(0.2)
@@ -218,13 +213,9 @@ print("done")
 
 @pytest.mark.parametrize("mode, code", [("ok", 0), ("raise", 1), ("exit", 3)])
 def test_a_module_level_script_finalizes_on_every_way_out(tmp_path, cli, mode, code):
-    src = tmp_path / "src"
-    src.mkdir()
-    (src / "script.py").write_text(SCRIPT)
-    annotated = tmp_path / "annotated"
-    assert cli("run", src, "--out", annotated).code == 0
+    script = annotate_snippet(tmp_path, cli, "script.py", SCRIPT)
     traces = tmp_path / "traces"
-    proc = subprocess.run([sys.executable, str(annotated / "script.py"), mode], cwd=tmp_path,
+    proc = subprocess.run([sys.executable, str(script), mode], cwd=tmp_path,
                           env=clean_env(traces / "trace"), capture_output=True, text=True, timeout=120)
     assert proc.returncode == code, proc.stderr
     [trace] = trace_files(traces)
@@ -264,13 +255,9 @@ def test_a_process_target_also_called_in_the_parent_survives_a_fork(tmp_path, cl
     """`work` is a process target and is called in the parent before and after the fork: the
     parent initializes once and finalizes at exit, never in between (a forked child writing to
     a finalized tracer crashed with SIGSEGV); the child writes its own trace."""
-    src = tmp_path / "src"
-    src.mkdir()
-    (src / "prog.py").write_text(FORKED)
-    annotated = tmp_path / "annotated"
-    assert cli("run", src, "--out", annotated).code == 0
+    program = annotate_snippet(tmp_path, cli, "prog.py", FORKED)
     traces = tmp_path / "traces"
-    proc = subprocess.run([sys.executable, str(annotated / "prog.py")], cwd=tmp_path, env=clean_env(traces / "trace"),
+    proc = subprocess.run([sys.executable, str(program)], cwd=tmp_path, env=clean_env(traces / "trace"),
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0 and "child exit 0" in proc.stdout, proc.stdout + proc.stderr
     files = trace_files(traces)

@@ -8,8 +8,6 @@ tracing off and on, and compute exactly what the original program computes.
 
 from __future__ import annotations
 
-import gzip
-import json
 import os
 import shutil
 import subprocess
@@ -19,12 +17,12 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import APPS, FIXTURES, tree_bytes
+from tests.conftest import APPS
+from tests.e2e.harness import check_snapshot, events_of
 
 pytest.importorskip("torch", reason="torch is not installed (./dev setup installs the CPU build)")
 pytest.importorskip("dftracer.python", reason="dftracer is not installed (./dev setup installs it)")
 
-SNAPSHOT = FIXTURES / "expected" / "torch_basic"
 pytestmark = pytest.mark.e2e
 
 
@@ -40,16 +38,7 @@ def annotated(tmp_path_factory) -> Path:
 
 
 def test_annotated_copy_matches_the_reviewed_snapshot(annotated):
-    got = tree_bytes(annotated)
-    if os.environ.get("DFTPASS_UPDATE_SNAPSHOTS") == "1":
-        shutil.rmtree(SNAPSHOT, ignore_errors=True)
-        for rel, data in got.items():
-            (SNAPSHOT / rel).parent.mkdir(parents=True, exist_ok=True)
-            (SNAPSHOT / rel).write_bytes(data)
-    expected = tree_bytes(SNAPSHOT)
-    assert sorted(got) == sorted(expected)
-    for rel in expected:
-        assert got[rel].decode() == expected[rel].decode(), f"{rel} differs from the snapshot"
+    check_snapshot("torch_basic", annotated)
 
 
 def test_annotating_the_annotated_copy_changes_nothing(annotated, cli):
@@ -90,11 +79,6 @@ def test_annotated_program_computes_bitwise_the_same_with_tracing_off_and_on(run
     assert original.stdout == off.stdout == on.stdout
 
 
-def read_events(path: Path) -> list[dict]:
-    with gzip.open(path, "rt") as fh:
-        return [json.loads(line) for line in fh if line.strip()]
-
-
 def test_the_traced_run_wrote_every_expected_category(runs):
     base, _ = runs
     files = sorted((base / "traces").glob("trace-*.pfw.gz"))
@@ -103,7 +87,7 @@ def test_the_traced_run_wrote_every_expected_category(runs):
     assert len(apps) == 1 and forks, [f.name for f in files]
     assert all(f.stat().st_size > 0 for f in files)
 
-    app_events = [e for e in read_events(apps[0]) if e.get("ph") == 1]
+    app_events = events_of(apps[0])
     seen = Counter((e["cat"], e["name"]) for e in app_events)
     for key in [("ai_root", "ai_root"), ("pipeline", "train"), ("pipeline", "evaluate"), ("pipeline", "epoch.block"),
                 ("dataloader", "fetch.iter"), ("dataloader", "fetch.block"),
@@ -118,7 +102,7 @@ def test_the_traced_run_wrote_every_expected_category(runs):
     assert {e["args"]["epoch"] for e in steps} == {1, 2}
     assert {e["args"]["step"] for e in steps} == set(range(9))
 
-    items = [e for f in forks for e in read_events(f) if e.get("ph") == 1 and e["cat"] == "data"]
+    items = [e for f in forks for e in events_of(f) if e["cat"] == "data"]
     assert {e["name"] for e in items} == {"item"}
     assert len(items) == 2 * 192  # every sample of both splits, both epochs, in the worker processes
     assert all("epoch" in e["args"] for e in items)

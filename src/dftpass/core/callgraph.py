@@ -36,7 +36,7 @@ import attrs
 
 from dftpass.core import emitter
 from dftpass.core.summary import MODULE_SCOPE, CallSite, ClassSummary, FileSummary, FunctionSummary
-from dftpass.core.values import ValueHints, Values, classes
+from dftpass.core.values import ValueHints, Values
 
 
 def fid(relpath: str, qualname: str) -> str:
