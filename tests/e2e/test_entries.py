@@ -64,10 +64,14 @@ def test_the_installed_console_script_traces_and_computes_the_same(bench):
     assert stdouts["original"] == stdouts["off"] == stdouts["on"]
     assert outputs["original"] == outputs["off"] == outputs["on"]
     [trace] = trace_files(tmp / "traces")
-    seen = Counter((e["cat"], e["name"]) for e in events_of(trace))
+    events = events_of(trace)
+    seen = Counter((e["cat"], e["name"]) for e in events)
     assert all(seen[key] for key in BENCH_EVENTS), sorted(seen)
     assert seen[("ai_root", "ai_root")] == 1
     assert seen[("compute", "compute")] == 24  # 2 epochs x (6 train + 6 eval) steps
+    steps = [e for e in events if e["cat"] in ("compute", "dataloader")]
+    assert all({"epoch", "step"} <= set(e["args"]) for e in steps)
+    assert {e["args"]["epoch"] for e in steps} == {1, 2} and {e["args"]["step"] for e in steps} == set(range(6))
 
 
 def test_python_dash_m_initializes_once_too(bench):
