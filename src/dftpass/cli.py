@@ -134,7 +134,15 @@ def load(args: argparse.Namespace):
     return config, manager
 
 
+def _bytes_through(stream) -> None:
+    """A path whose name is not valid UTF-8 is printed as its own bytes, never a crash."""
+    if hasattr(stream, "reconfigure"):
+        stream.reconfigure(errors="surrogateescape")
+
+
 def main(argv: list[str] | None = None) -> int:
+    _bytes_through(sys.stdout)
+    _bytes_through(sys.stderr)
     parser = build_parser()
     args = parser.parse_args(argv)
     log.configure(args.log_format, -1 if args.quiet else args.verbose)

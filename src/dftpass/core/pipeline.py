@@ -47,13 +47,27 @@ class FileResult:
     def changed(self) -> bool:
         return self.new is not None and self.new != self.original
 
-    def diff(self, a_prefix: str = "a/", b_prefix: str = "b/") -> str:
+    def diff_bytes(self) -> bytes:
+        """A unified diff of the file's bytes, whatever its encoding and its name's: for
+        reading and review (``dftpass strip`` is the exact way back)."""
         if not self.changed:
-            return ""
-        old = self.original.decode(self.encoding, errors="replace").splitlines(keepends=True)
-        new = self.new.decode(self.encoding, errors="replace").splitlines(keepends=True)
-        lines = difflib.unified_diff(old, new, a_prefix + self.relpath, b_prefix + self.relpath)
-        return "".join(line if line.endswith("\n") else line + "\n\\ No newline at end of file\n" for line in lines)
+            return b""
+        name = os.fsencode(self.relpath)
+        lines = difflib.diff_bytes(difflib.unified_diff, self.original.splitlines(keepends=True),
+                                   self.new.splitlines(keepends=True), b"a/" + name, b"b/" + name)
+        out = []
+        for line in lines:
+            if line.endswith(b"\n"):
+                out.append(line)
+            elif line.endswith(b"\r"):  # a CR-only line: a diff has no way to say so
+                out.append(line + b"\n")
+            else:
+                out.append(line + b"\n\\ No newline at end of file\n")
+        return b"".join(out)
+
+    def diff(self) -> str:
+        """The diff as text: its bytes as they are (``surrogateescape``), for printing."""
+        return self.diff_bytes().decode("utf-8", "surrogateescape")
 
 
 @attrs.define
@@ -70,8 +84,11 @@ class AnnotateResult:
     def changed(self) -> list[FileResult]:
         return [f for f in self.files.values() if f.changed]
 
+    def diff_bytes(self) -> bytes:
+        return b"".join(f.diff_bytes() for f in sorted(self.files.values(), key=lambda f: f.relpath))
+
     def diff(self) -> str:
-        return "".join(f.diff() for f in sorted(self.files.values(), key=lambda f: f.relpath))
+        return self.diff_bytes().decode("utf-8", "surrogateescape")
 
     def errors(self) -> list[Finding]:
         return [f for f in self.findings if f.severity == Severity.ERROR]

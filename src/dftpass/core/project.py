@@ -15,6 +15,7 @@ import functools
 import multiprocessing
 import os
 import re
+import stat
 import sys
 from pathlib import Path
 from typing import Iterable
@@ -109,6 +110,20 @@ def module_name(root: Path, relpath: str) -> str:
     return ".".join(parts[start:]) or relpath
 
 
+def _not_a_source(path: Path) -> str | None:
+    """Why ``path`` is not a file dftpass reads: "link" (left alone silently), or a reason."""
+    try:
+        st = os.lstat(path)
+    except OSError as exc:
+        return f"cannot examine the file ({exc.strerror or exc})"
+    if stat.S_ISLNK(st.st_mode):
+        return "link" if os.path.exists(path) else "a link that leads nowhere (a loop, or its target is gone)"
+    if not stat.S_ISREG(st.st_mode):
+        kind = "a FIFO" if stat.S_ISFIFO(st.st_mode) else "a socket" if stat.S_ISSOCK(st.st_mode) else "a device"
+        return f"not a regular file ({kind}); only regular files are read"
+    return None
+
+
 def _summarize_one(root: str, relpath: str, module: str, max_bytes: int) -> tuple:
     """Worker: returns (relpath, size, summary | None, problem dict | None)."""
     path = os.path.join(root, relpath)
@@ -153,19 +168,37 @@ class Project:
     files: dict[str, SourceFile]
     #: HIP kernels (``*.hip``) seen during discovery: the project's own code runs HIP
     hip_sources: list[str] = attrs.field(factory=list)
+    #: what discovery could not consider (unreadable folders, special files, dead links)
+    skipped: list[Finding] = attrs.field(factory=list)
 
     @classmethod
     def discover(cls, root: Path, include: list[str], exclude: list[str]) -> "Project":
+        """The files to consider. Only regular files are read: a FIFO, socket or device named
+        ``*.py`` would block ``open()`` forever. Links are never followed or rewritten (they may
+        point outside the project, or at themselves). Folders and files that cannot be read,
+        and links that lead nowhere, are skipped and reported; the rest goes on."""
         root = root.resolve()
         found: dict[str, SourceFile] = {}
         hip: list[str] = []
-        for dirpath, dirnames, filenames in os.walk(root):
+        skipped: list[Finding] = []
+
+        def unreadable(error: OSError) -> None:
+            rel = os.path.relpath(error.filename or str(root), root).replace(os.sep, "/")
+            skipped.append(Finding(TOOL, f"skipped: cannot read the folder ({error.strerror or error})",
+                                   "" if rel == "." else rel, severity=Severity.ERROR))
+
+        for dirpath, dirnames, filenames in os.walk(root, onerror=unreadable):
             reldir = os.path.relpath(dirpath, root).replace(os.sep, "/")
             reldir = "" if reldir == "." else reldir
             keep = []
             for d in sorted(dirnames):
                 sub = f"{reldir}/{d}" if reldir else d
-                if os.path.islink(os.path.join(dirpath, d)) or _dir_excluded(sub, exclude):
+                if _dir_excluded(sub, exclude):
+                    continue
+                if os.path.islink(os.path.join(dirpath, d)):
+                    if not os.path.exists(os.path.join(dirpath, d)):
+                        skipped.append(Finding(TOOL, "skipped: a link that leads nowhere (a loop, or its target "
+                                               "is gone)", sub, severity=Severity.ERROR))
                     continue
                 keep.append(d)
             dirnames[:] = keep
@@ -176,10 +209,17 @@ class Project:
                 if not glob_match(rel, include) or glob_match(rel, exclude):
                     continue
                 full = Path(dirpath) / name
-                if full.is_symlink():
+                problem = _not_a_source(full)
+                if problem == "link":
                     continue  # never rewrite through a link: it may point outside the project
+                if problem:
+                    # a file that should have been read and could not be is an error (exit 1);
+                    # a FIFO or socket is not a source file at all
+                    severity = Severity.WARNING if problem.startswith("not a regular file") else Severity.ERROR
+                    skipped.append(Finding(TOOL, f"skipped: {problem}", rel, severity=severity))
+                    continue
                 found[rel] = SourceFile(rel, full, module_name(root, rel))
-        return cls(root=root, files=dict(sorted(found.items())), hip_sources=hip)
+        return cls(root=root, files=dict(sorted(found.items())), hip_sources=hip, skipped=skipped)
 
     def load(self, max_bytes: int, jobs: int = 1, progress=None) -> None:
         """Read and summarize every file (once); problems become ``SourceFile.problem``."""
@@ -212,6 +252,9 @@ class Project:
         return (f.summary for f in self.files.values() if f.summary is not None)
 
     def problems(self) -> list[Finding]:
+        return self.skipped + self._file_problems()
+
+    def _file_problems(self) -> list[Finding]:
         return [f.problem for f in self.files.values() if f.problem is not None]
 
     def console_scripts(self) -> list[tuple[str, str, str]]:

@@ -10,6 +10,7 @@ spots are kept byte for byte: libcst round-trips source exactly.
 
 from __future__ import annotations
 
+import difflib
 from typing import Sequence, Union
 
 import attrs
@@ -382,6 +383,44 @@ def _wrap_at(expr: cst.BaseExpression, e: WrapIter) -> cst.BaseExpression:
 
 
 # --------------------------------------------------------------------------------------
+# bytes outside the edits
+# --------------------------------------------------------------------------------------
+
+
+def _ending(line: bytes) -> bytes:
+    return line[len(line.rstrip(b"\r\n")):]
+
+
+def keep_original_bytes(original: bytes, new: bytes) -> bytes:
+    """Every line the edits did not touch keeps its original bytes.
+
+    libcst regenerates what it touches with the module's *first* line ending and drops a form
+    feed before a decorator it adds to, and a file of CR-only lines loses its last ending.
+    Lines that are the same but for line endings and form feeds are taken from the original;
+    inserted lines get the ending of the original line before them (a file with mixed endings
+    keeps each region's own)."""
+    old_lines = original.splitlines(keepends=True)
+    new_lines = new.splitlines(keepends=True)
+
+    def key(line: bytes) -> bytes:
+        return line.rstrip(b"\r\n").replace(b"\x0c", b"")
+
+    matcher = difflib.SequenceMatcher(None, [key(x) for x in old_lines], [key(x) for x in new_lines],
+                                      autojunk=False)
+    out: list[bytes] = []
+    for tag, i1, i2, j1, j2 in matcher.get_opcodes():
+        if tag == "equal":
+            out.extend(old_lines[i1:i2])
+            continue
+        near = old_lines[i1 - 1] if i1 > 0 else (old_lines[i1] if i1 < len(old_lines) else b"\n")
+        ending = _ending(near) or b"\n"
+        out.extend(line.rstrip(b"\r\n") + ending if _ending(line) else line for line in new_lines[j1:j2])
+    if old_lines and _ending(old_lines[-1]) and out and not _ending(out[-1]):
+        out[-1] += _ending(old_lines[-1])
+    return b"".join(out)
+
+
+# --------------------------------------------------------------------------------------
 # entry point
 # --------------------------------------------------------------------------------------
 
@@ -401,6 +440,9 @@ def apply_edits(relpath: str, source: bytes, edit_set: EditSet, import_anchor: i
         module = cst.parse_module(source)
     except cst.ParserSyntaxError as exc:
         return Applied(relpath, source, None, error=f"libcst cannot parse the file: {exc.message}")
+    except Exception as exc:  # noqa: BLE001 - an encoding libcst refuses, a recursion limit: never a crash
+        return Applied(relpath, source, None, error=f"libcst cannot parse the file ({type(exc).__name__}: {exc}); "
+                                                     "left untouched")
     encoding = module.encoding
     try:
         owners: set[int] = set()
@@ -415,7 +457,7 @@ def apply_edits(relpath: str, source: bytes, edit_set: EditSet, import_anchor: i
             module = module.visit(_ExpandSuites(owners))
         transformer = _Apply(module, edit_set.edits, edit_set.api_imports, edit_set.std_imports, import_anchor)
         new_module = module.visit(transformer)
-        new = new_module.bytes
+        new = keep_original_bytes(source, new_module.bytes)
     except (EditError, cst.ParserSyntaxError, Exception) as exc:  # noqa: BLE001 - the user's file must survive
         return Applied(relpath, source, None, encoding, error=f"edits could not be applied: {exc}")
     try:

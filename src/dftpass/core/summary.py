@@ -19,6 +19,8 @@ from __future__ import annotations
 
 import ast
 import builtins
+import io
+import tokenize
 from typing import Iterator, NamedTuple
 
 import attrs
@@ -867,7 +869,15 @@ def summarize_tree(tree: ast.Module, relpath: str, module: str, lines: int) -> F
 def summarize(source: bytes, relpath: str, module: str) -> FileSummary:
     """Parse ``source`` (bytes: the coding cookie is honoured) and summarize it.
 
-    Raises ``SyntaxError`` / ``ValueError`` for a file that does not parse.
+    Raises ``SyntaxError`` / ``ValueError`` for a file that does not parse, and for one that is
+    not valid text in its declared encoding: Python's parser lets invalid bytes pass in
+    comments (a latin-1 ``# café`` in a file without a coding cookie), the rewriter does not.
     """
+    encoding, _ = tokenize.detect_encoding(io.BytesIO(source).readline)
+    try:
+        source.decode(encoding)
+    except UnicodeDecodeError as exc:
+        line = source.count(b"\n", 0, exc.start) + 1
+        raise SyntaxError(f"(unicode error) not valid {encoding} at byte {exc.start}", (relpath, line, 1, None))
     tree = ast.parse(source, filename=relpath)
     return summarize_tree(tree, relpath, module, source.count(b"\n") + 1)

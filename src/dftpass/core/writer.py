@@ -21,7 +21,9 @@ from pathlib import Path
 
 import structlog
 
+from dftpass.core.findings import Finding, Severity
 from dftpass.core.pipeline import AnnotateResult
+from dftpass.core.project import TOOL
 
 log = structlog.get_logger("dftpass")
 
@@ -40,8 +42,16 @@ def _check_inside(path: Path, root: Path) -> None:
         raise UnsafeWrite(f"refusing to write {path}: outside {root}")
 
 
+def _default_mode() -> int:
+    """What a new file gets from the umask, as any tool's would (mkstemp makes 0600)."""
+    umask = os.umask(0)
+    os.umask(umask)
+    return 0o666 & ~umask
+
+
 def atomic_write(path: Path, data: bytes, root: Path, mode: int | None = None) -> None:
-    """Write ``data`` to ``path`` atomically; ``path`` must resolve inside ``root``."""
+    """Write ``data`` to ``path`` atomically; ``path`` must resolve inside ``root``. The file
+    keeps ``mode`` (the original's, for a rewritten file) or follows the umask."""
     _check_inside(path.parent, root)
     if path.is_symlink():
         raise UnsafeWrite(f"refusing to write through the link {path}")
@@ -52,8 +62,7 @@ def atomic_write(path: Path, data: bytes, root: Path, mode: int | None = None) -
             fh.write(data)
             fh.flush()
             os.fsync(fh.fileno())
-        if mode is not None:
-            os.chmod(tmp, mode)
+        os.chmod(tmp, mode if mode is not None else _default_mode())
         os.replace(tmp, path)
     except BaseException:
         try:
@@ -71,19 +80,45 @@ def is_dftpass_output(path: Path) -> bool:
     return (path / STATE_DIR / "report.json").is_file()
 
 
-def copy_project(src: Path, dst: Path) -> None:
-    """Copy the project to ``dst`` (links stay links; VCS folders, caches and virtualenvs stay out)."""
+def copy_project(src: Path, dst: Path) -> list[Finding]:
+    """Copy the project to ``dst``: links stay links (never followed), VCS folders, caches and
+    virtualenvs stay out, and only regular files are copied (a FIFO would block). What cannot
+    be copied (an unreadable file or folder, a socket) is returned as findings; the rest is
+    copied all the same."""
     src, dst = src.resolve(), dst.resolve()
+    problems: list[Finding] = []
 
-    def ignore(folder: str, names: list[str]) -> set[str]:
-        out = {n for n in names if n in _COPY_IGNORE or n.endswith(".pyc")}
-        for n in names:
-            full = Path(folder) / n
-            if full.resolve() == dst or (full.is_dir() and not full.is_symlink() and _is_virtualenv(full)):
-                out.add(n)
-        return out
+    def skipped(path: str, why: str) -> None:
+        rel = os.path.relpath(path, src).replace(os.sep, "/")
+        problems.append(Finding(TOOL, f"not copied to the output: {why}", rel, severity=Severity.WARNING))
 
-    shutil.copytree(src, dst, symlinks=True, ignore=ignore, dirs_exist_ok=True)
+    def walk(folder: str) -> None:
+        try:
+            entries = sorted(os.scandir(folder), key=lambda e: e.name)
+        except OSError as exc:
+            skipped(folder, f"cannot read the folder ({exc.strerror or exc})")
+            return
+        target_dir = os.path.join(dst, os.path.relpath(folder, src))
+        os.makedirs(target_dir, exist_ok=True)
+        for entry in entries:
+            if entry.name in _COPY_IGNORE or entry.name.endswith(".pyc"):
+                continue
+            target = os.path.join(target_dir, entry.name)
+            try:
+                if entry.is_symlink():
+                    os.symlink(os.readlink(entry.path), target)
+                elif entry.is_dir(follow_symlinks=False):
+                    if os.path.realpath(entry.path) != str(dst) and not _is_virtualenv(Path(entry.path)):
+                        walk(entry.path)
+                elif entry.is_file(follow_symlinks=False):
+                    shutil.copy2(entry.path, target, follow_symlinks=False)
+                else:
+                    skipped(entry.path, "not a regular file (a FIFO, socket or device)")
+            except OSError as exc:
+                skipped(entry.path, exc.strerror or str(exc))
+
+    walk(str(src))
+    return problems
 
 
 def prepare_output(project: Path, out: Path) -> None:
@@ -99,7 +134,7 @@ def prepare_output(project: Path, out: Path) -> None:
 
 def write_copy(result: AnnotateResult, out: Path) -> None:
     prepare_output(result.root, out)
-    copy_project(result.root, out)
+    result.findings.extend(copy_project(result.root, out))
     for f in result.changed():
         target = out / f.relpath
         atomic_write(target, f.new, out, mode=os.stat(result.root / f.relpath).st_mode & 0o7777)
@@ -128,7 +163,7 @@ def write_in_place(result: AnnotateResult) -> Path | None:
 
 def _write_state(result: AnnotateResult, root: Path) -> None:
     state = root / STATE_DIR
-    atomic_write(state / "patches" / "annotation.patch", result.diff().encode("utf-8"), root)
+    atomic_write(state / "patches" / "annotation.patch", result.diff_bytes(), root)
     atomic_write(state / "report.json", json.dumps(report_dict(result), indent=2).encode("utf-8"), root)
 
 
