@@ -130,6 +130,8 @@ KEYS: dict[str, KeySpec] = {
     "files.exclude": KeySpec(DEFAULT_EXCLUDE, _list_of_str, "a list of globs", "files never considered"),
     "files.extend-exclude": KeySpec([], _list_of_str, "a list of globs", "added to files.exclude"),
     "files.max-bytes": KeySpec(2_000_000, _int, "an integer", "larger files are reported and left alone"),
+    "files.max-rewrite-bytes": KeySpec(
+        1_000_000, _int, "an integer", "larger files are analysed, but their edits are reported, not applied"),
     "plugins.disable": KeySpec([], _list_of_str, "a list of plugin names", "entry-point plugins not to load"),
     "plugins.load": KeySpec([], _list_of_str, "a list of module names", "local plugin modules to load"),
     "run.jobs": KeySpec(1, _int, "an integer", "worker processes for per-file work"),

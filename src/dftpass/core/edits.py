@@ -95,14 +95,16 @@ class EditSet:
 
     relpath: str
     edits: list[Edit] = attrs.field(factory=list)
+    _seen: set[Edit] = attrs.field(factory=set)
     #: dftracer names to import, as (name, alias); stdlib modules as (module, alias)
     api_imports: list[tuple[str, str]] = attrs.field(factory=list)
     std_imports: list[tuple[str, str]] = attrs.field(factory=list)
 
     def add(self, edit: Edit) -> bool:
         """Queue ``edit``; an identical edit queued before is not queued again."""
-        if edit in self.edits:
+        if edit in self._seen:
             return False
+        self._seen.add(edit)
         self.edits.append(edit)
         return True
 

@@ -180,7 +180,19 @@ def _annotate(root: Path, config: Config, mode: str, passes: Iterable[str] | Non
             files[relpath] = FileResult(relpath, list(edit_set.edits), b"", None)
     else:
         start = time.perf_counter()
-        items = [(rel, es, project.files[rel].summary.import_anchor) for rel, es in ctx.edit_sets.items() if es]
+        items = []
+        limit = config.get("files.max-rewrite-bytes")
+        for rel, es in ctx.edit_sets.items():
+            if not es:
+                continue
+            if project.files[rel].size > limit:
+                # libcst holds ~800 bytes per byte of a heavily edited file (1 MB, 60k edits: 838 MB)
+                ctx.findings.append(Finding(TOOL, f"{len(es.edits)} edits not applied: the file is "
+                                            f"{project.files[rel].size} bytes, above files.max-rewrite-bytes "
+                                            f"({limit}); left untouched", rel, 0, 0, Severity.ERROR))
+                files[rel] = FileResult(rel, list(es.edits), b"", None, error="too large to rewrite")
+                continue
+            items.append((rel, es, project.files[rel].summary.import_anchor))
         for applied in _apply_all(str(project.root), items, jobs):
             edit_set = ctx.edit_sets[applied.relpath]
             files[applied.relpath] = FileResult(applied.relpath, list(edit_set.edits), applied.original,

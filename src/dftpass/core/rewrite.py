@@ -10,7 +10,6 @@ spots are kept byte for byte: libcst round-trips source exactly.
 
 from __future__ import annotations
 
-import difflib
 from typing import Sequence, Union
 
 import attrs
@@ -19,6 +18,7 @@ import libcst as cst
 from dftpass.core.edits import (Decorate, Edit, EditSet, Enumerate, InsertAfter, InsertBefore, WrapBody, WrapIter,
                                 WrapStmt, edit_target)
 from dftpass.core.emitter import API_MODULE
+from dftpass.core.linebytes import keep_original_bytes
 from dftpass.core.summary import StmtPath
 
 
@@ -40,7 +40,14 @@ class _Elif:
         self.node = node
 
 
-def _entries(block) -> list[Entry]:
+def _entries(block, cache: dict[int, list[Entry]] | None = None) -> list[Entry]:
+    """The statements of a block, a simple statement line's parts each on its own (cached by
+    block: a file with thousands of edits resolves thousands of paths through one module)."""
+    if cache is not None:
+        found = cache.get(id(block))
+        if found is None:
+            found = cache[id(block)] = _entries(block)
+        return found
     if isinstance(block, _Elif):
         return [(block.node, None)]
     if isinstance(block, cst.SimpleStatementSuite):
@@ -71,8 +78,8 @@ def _child_block(node: cst.CSTNode, field: str):
     raise EditError(f"unknown block {field!r}")
 
 
-def resolve(module: cst.Module, path: StmtPath,
-            chain: set[int] | None = None) -> tuple[Entry, list[cst.CSTNode]]:
+def resolve(module: cst.Module, path: StmtPath, chain: set[int] | None = None,
+            cache: dict[int, list[Entry]] | None = None) -> tuple[Entry, list[cst.CSTNode]]:
     """The statement at ``path``, and the nodes on the way whose body is a one-line suite.
     ``chain`` collects the ids of every node from the module down to the statement."""
     block = module
@@ -88,7 +95,7 @@ def resolve(module: cst.Module, path: StmtPath,
                 suites.append(holder)
             if chain is not None:
                 chain.update(id(n) for n in (holder, block if not isinstance(block, _Elif) else None) if n is not None)
-        entries = _entries(block)
+        entries = _entries(block, cache)
         if index >= len(entries):
             raise EditError(f"path {path} does not exist in the file")
         entry = entries[index]
@@ -168,8 +175,9 @@ class _Apply(cst.CSTTransformer):
         #: the nodes on the way to an edit: the transform visits only these, and leaves every
         #: other subtree as it is (a full visit cost as much again as parsing, on big files)
         self.keep: set[int] = {id(module)}
+        cache: dict[int, list[Entry]] = {}
         for edit in edits:
-            (node, k), _ = resolve(module, edit_target(edit), self.keep)
+            (node, k), _ = resolve(module, edit_target(edit), self.keep, cache)
             if isinstance(edit, (WrapStmt, InsertBefore, InsertAfter)):
                 self.small.setdefault(id(node), {}).setdefault(k, []).append(edit)
             else:
@@ -383,44 +391,6 @@ def _wrap_at(expr: cst.BaseExpression, e: WrapIter) -> cst.BaseExpression:
 
 
 # --------------------------------------------------------------------------------------
-# bytes outside the edits
-# --------------------------------------------------------------------------------------
-
-
-def _ending(line: bytes) -> bytes:
-    return line[len(line.rstrip(b"\r\n")):]
-
-
-def keep_original_bytes(original: bytes, new: bytes) -> bytes:
-    """Every line the edits did not touch keeps its original bytes.
-
-    libcst regenerates what it touches with the module's *first* line ending and drops a form
-    feed before a decorator it adds to, and a file of CR-only lines loses its last ending.
-    Lines that are the same but for line endings and form feeds are taken from the original;
-    inserted lines get the ending of the original line before them (a file with mixed endings
-    keeps each region's own)."""
-    old_lines = original.splitlines(keepends=True)
-    new_lines = new.splitlines(keepends=True)
-
-    def key(line: bytes) -> bytes:
-        return line.rstrip(b"\r\n").replace(b"\x0c", b"")
-
-    matcher = difflib.SequenceMatcher(None, [key(x) for x in old_lines], [key(x) for x in new_lines],
-                                      autojunk=False)
-    out: list[bytes] = []
-    for tag, i1, i2, j1, j2 in matcher.get_opcodes():
-        if tag == "equal":
-            out.extend(old_lines[i1:i2])
-            continue
-        near = old_lines[i1 - 1] if i1 > 0 else (old_lines[i1] if i1 < len(old_lines) else b"\n")
-        ending = _ending(near) or b"\n"
-        out.extend(line.rstrip(b"\r\n") + ending if _ending(line) else line for line in new_lines[j1:j2])
-    if old_lines and _ending(old_lines[-1]) and out and not _ending(out[-1]):
-        out[-1] += _ending(old_lines[-1])
-    return b"".join(out)
-
-
-# --------------------------------------------------------------------------------------
 # entry point
 # --------------------------------------------------------------------------------------
 
@@ -446,8 +416,9 @@ def apply_edits(relpath: str, source: bytes, edit_set: EditSet, import_anchor: i
     encoding = module.encoding
     try:
         owners: set[int] = set()
+        cache: dict[int, list[Entry]] = {}
         for edit in edit_set.edits:
-            (node, _), suites = resolve(module, edit_target(edit))
+            (node, _), suites = resolve(module, edit_target(edit), cache=cache)
             owners.update(id(s) for s in suites)
             if isinstance(edit, WrapBody) and _suite_owner_if_compound(node):
                 owners.add(id(node))

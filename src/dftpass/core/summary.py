@@ -20,6 +20,7 @@ from __future__ import annotations
 import ast
 import builtins
 import io
+import sys
 import tokenize
 from typing import Iterator, NamedTuple
 
@@ -27,6 +28,15 @@ import attrs
 
 Step = tuple[str, int]
 StmtPath = tuple[Step, ...]
+
+_STEPS: dict[tuple[str, int], Step] = {}
+
+
+def step(field: str, index: int) -> Step:
+    """The one ``(field, index)`` tuple of its kind: a large project's summaries hold a
+    million steps, nearly all of them the same few hundred."""
+    key = (field, index)
+    return _STEPS.setdefault(key, key)
 
 MODULE_SCOPE = "<module>"
 
@@ -212,8 +222,9 @@ class FileSummary:
     functions: list[FunctionSummary]
     classes: list[ClassSummary]
     main_guards: list[GuardSummary]
-    #: every name bound anywhere in the file (to choose import aliases that do not collide)
-    bound_names: frozenset[str]
+    #: every name bound anywhere in the file (to choose import aliases that do not collide);
+    #: a sorted tuple, not a set: asked about only for the few files that are edited
+    bound_names: tuple[str, ...]
     #: local names bound by imports at module level (not inside functions)
     top_imports: frozenset[str]
     #: modules imported anywhere, fully qualified ("torch.distributed")
@@ -223,8 +234,8 @@ class FileSummary:
     #: ``from __future__`` imports (where dftpass puts its imports)
     import_anchor: int = 0
     #: every distinct dotted text the file calls, passes or assigns (``torch.version.hip``):
-    #: whole-file questions ("does it use X?") ask this set instead of walking every call
-    mentions: frozenset[str] = frozenset()
+    #: whole-file questions ("does it use X?") iterate these instead of every call
+    mentions: tuple[str, ...] = ()
     #: files the module runs with ``exec(open("configurator.py").read())``: part of it
     exec_includes: tuple[str, ...] = ()
     #: index of the first top-level statement after the script's set-up (docstring,
@@ -287,7 +298,9 @@ def dotted(node: ast.AST | None) -> str | None:
                 return None
             parts.append("?")
             break
-    return ".".join(reversed(parts))
+    # interned: the same texts recur all over a file (``self.x``, ``torch.zeros``), and one
+    # object per text is what lets pickle send, and the main process keep, each text once
+    return sys.intern(".".join(reversed(parts)))
 
 
 def _callee(node: ast.Call) -> str:
@@ -450,7 +463,7 @@ class _Builder:
                 and isinstance(body[0].value.value, str):
             fn.has_docstring = node is not None
             first = 1 if node is not None else 0
-        fn.body_first = path + (("body", first),) if node is not None else (("body", first),)
+        fn.body_first = path + (step("body", first),)
         walker = _FunctionWalker(self, fn)
         walker.block(body, path, "body", loops=(), withs=(), guard=False)
         fn.returns = tuple(walker.returns)
@@ -470,7 +483,7 @@ class _Builder:
         self.classes.append(cs)
         self.bound.add(node.name)
         for i, stmt in enumerate(node.body):
-            sub = path + (("body", i),)
+            sub = path + (step("body", i),)
             if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 q = f"{qualname}.{stmt.name}"
                 cs.methods[stmt.name] = q
@@ -497,7 +510,7 @@ class _FunctionWalker:
     def block(self, stmts: list[ast.stmt], owner: StmtPath, field: str,
               loops: tuple[int, ...], withs: tuple[str, ...], guard: bool) -> None:
         for i, stmt in enumerate(stmts):
-            self.statement(stmt, owner + ((field, i),), loops, withs, guard)
+            self.statement(stmt, owner + (step(field, i),), loops, withs, guard)
 
     def statement(self, stmt: ast.stmt, path: StmtPath, loops: tuple[int, ...],
                   withs: tuple[str, ...], guard: bool) -> None:
@@ -524,7 +537,7 @@ class _FunctionWalker:
 
         is_guard = at_module and len(path) == 1 and _is_main_guard(stmt)
         if is_guard:
-            self.b.guards.append(GuardSummary(path, stmt.lineno, path + (("body", 0),), len(stmt.body)))
+            self.b.guards.append(GuardSummary(path, stmt.lineno, path + (step("body", 0),), len(stmt.body)))
 
         loop_index = None
         if isinstance(stmt, (ast.For, ast.AsyncFor, ast.While)):
@@ -629,7 +642,7 @@ class _FunctionWalker:
         index = len(fn.loops)
         kind = "while" if isinstance(stmt, ast.While) else ("async for" if isinstance(stmt, ast.AsyncFor) else "for")
         loop = LoopSummary(index=index, kind=kind, stmt=path, line=stmt.lineno, col=stmt.col_offset,
-                           parent=loops[-1] if loops else None, body_first=path + (("body", 0),))
+                           parent=loops[-1] if loops else None, body_first=path + (step("body", 0),))
         fn.loops.append(loop)
         loop.has_break = _has_break(stmt.body)
         loop.body_calls = tuple(
@@ -713,7 +726,7 @@ def _body_facts(body: list[ast.stmt], path: StmtPath) -> tuple[tuple[NextCall, .
 
     def walk(stmts: list[ast.stmt], owner: StmtPath, field: str, region: StmtPath | None) -> None:
         for i, s in enumerate(stmts):
-            here = owner + ((field, i),)
+            here = owner + (step(field, i),)
             if isinstance(s, (ast.For, ast.AsyncFor, ast.While, ast.FunctionDef, ast.AsyncFunctionDef,
                               ast.ClassDef)):
                 continue
@@ -853,12 +866,12 @@ def summarize_tree(tree: ast.Module, relpath: str, module: str, lines: int) -> F
         functions=builder.functions,
         classes=builder.classes,
         main_guards=builder.guards,
-        bound_names=frozenset(builder.bound),
+        bound_names=tuple(sorted(builder.bound)),
         top_imports=frozenset(builder.top_imports),
         imported_modules=frozenset(builder.imported_modules),
         lines=lines,
         import_anchor=import_anchor,
-        mentions=frozenset(mentions),
+        mentions=tuple(sorted(mentions)),
         exec_includes=tuple(dict.fromkeys(builder.exec_includes)),
         script_anchor=script_anchor,
         script_line=tree.body[script_anchor].lineno if script_anchor < len(tree.body) else lines,

@@ -30,8 +30,10 @@ if TYPE_CHECKING:
 
 Origins = frozenset
 _EMPTY: frozenset[str] = frozenset()
-#: how many calls, returns and parameters deep one question may follow
-MAX_DEPTH = 10
+#: how many calls, returns, attributes and parameters deep one question may follow (DLIO's
+#: loader, a factory's product held by a singleton and reached through an attribute, is ~12
+#: deep when nothing is known yet).
+MAX_DEPTH = 24
 
 
 @attrs.define
@@ -70,6 +72,7 @@ class Values:
     _attr_memo: dict[tuple[str, str], frozenset[str]] = attrs.field(factory=dict)
     _assign_memo: dict[str, dict[str, list[tuple[str, str | None]]]] = attrs.field(factory=dict)
     _active: set[tuple[str, str]] = attrs.field(factory=set)
+    _answers: dict[frozenset[str], frozenset[str]] = attrs.field(factory=dict)
 
     # -- the question -------------------------------------------------------------------
     def of(self, function_id: str, text: str | None, depth: int = 0) -> frozenset[str]:
@@ -83,10 +86,14 @@ class Values:
             return _EMPTY  # a cycle: what it adds comes from the other paths
         self._active.add(key)
         try:
-            result = frozenset(self._of(function_id, text, depth))
+            result = frozenset(self._of(function_id, text, depth)) or _EMPTY
         finally:
             self._active.discard(key)
+        # the same few answers recur thousands of times (``{ext:torch.Tensor}``): one object each
+        result = self._answers.setdefault(result, result)
         if depth <= 1 or result:
+            # an empty answer deep in a chain may be the depth bound's, not the truth: kept only
+            # near the top, where a later question from elsewhere would ask it again
             self._memo[key] = result
         return result
 
@@ -286,7 +293,7 @@ class Values:
         key = (class_id, attr)
         if key in self._attr_memo:
             return self._attr_memo[key]
-        self._attr_memo[key] = _EMPTY  # cycle guard
+        self._attr_memo[key] = _EMPTY  # a cycle through this attribute adds nothing
         g = self.graph
         out: set[str] = set()
         prop = g.method(class_id, attr)
@@ -299,7 +306,7 @@ class Values:
         for cid in [*g.mro(class_id), *g.subclasses(class_id)]:
             for method_id, value in self._self_assigns(cid).get(attr, ()):
                 out |= self.of(method_id, value, depth + 1)
-        result = frozenset(out)
+        result = frozenset(out) or _EMPTY
         self._attr_memo[key] = result
         return result
 

@@ -108,14 +108,14 @@ class PipelinePhases(Pass):
                 self._module_level(ctx, fs, fn, batch, *found)
             else:
                 candidates[function_id] = found
+        # the same node nested in itself keeps only the inner event: mark the outer one only
+        inner = set()
+        for caller, (phase, _) in candidates.items():
+            reach = graph.reachable(caller)
+            inner.update(c for c, (p, _) in candidates.items() if p == phase and c != caller and c in reach)
         for function_id, (phase, why) in sorted(candidates.items()):
             fs, fn = graph.functions[function_id]
-            if any(has_region(fs, fn, p) for p in PHASES):
-                continue
-            # the same node nested in itself keeps only the inner event: mark the outer one only
-            outer = [c for c, (p, _) in candidates.items() if p == phase and c != function_id
-                     and function_id in graph.reachable(c)]
-            if outer:
+            if function_id in inner or any(has_region(fs, fn, p) for p in PHASES):
                 continue
             names = ctx.names(fs.relpath)
             ctx.add_edit(fs.relpath, function_region(names, fn, phase, self.id, f"{phase.split('.')[1]} phase: {why}"))
