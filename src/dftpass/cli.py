@@ -1,61 +1,53 @@
-"""The ``dftpass`` command line.
+"""The ``dftpass`` command line: the parser, and the one place that turns errors into exit codes.
 
-Exit codes (the same for every command):
-
-====  =====================================================================================
-0     success
-1     the command ran and found problems: findings of severity *error* (a file left
-      untouched, a double initialization), or for ``validate`` anything still to annotate
-2     usage or configuration error (unknown option or key, bad value, pipeline cycle,
-      missing requirement, output folder that is not ours)
-3     internal error (a bug in dftpass or a plugin: please report it with the traceback)
-130   interrupted
-====  =====================================================================================
+The subcommands live in :mod:`dftpass.commands`; this module only assembles them.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 import traceback
 from pathlib import Path
 
 from dftpass import __version__
 from dftpass.core import log
-from dftpass.core.config import ConfigError, cli_overrides, load_config
-from dftpass.core.manager import PassManager, PipelineError, make_plugin_manager
-from dftpass.core.writer import UnsafeWrite
+from dftpass.commands.common import add_config_options
+from dftpass.core.errors import UserError
+from dftpass.core.manager import PluginError, call_hook, make_plugin_manager
 
 EXIT_OK, EXIT_FINDINGS, EXIT_USAGE, EXIT_INTERNAL, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
 
-
-class UsageError(Exception):
-    """A command-line mistake; exit code 2."""
-
-
-def _add_config_options(p: argparse.ArgumentParser) -> None:
-    g = p.add_argument_group("configuration")
-    g.add_argument("--config", type=Path, help="project configuration file (default: dftpass.yaml or "
-                   "[tool.dftpass] in the project's pyproject.toml)")
-    g.add_argument("--select", action="append", metavar="RULES", help="rules to run (ids, globs like ML-R2*, tag:NAME)")
-    g.add_argument("--ignore", action="append", metavar="RULES", help="rules to switch off")
-    g.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
-                   help="any configuration key, e.g. --set files.max-bytes=500000")
-    g.add_argument("--jobs", "-j", type=int, help="worker processes for per-file work (default 1)")
+#: shown at the end of ``dftpass --help`` (plain text: argparse prints it as it is)
+EXIT_CODES = """\
+exit codes (the same for every command):
+  0    success
+  1    the command ran and found problems: findings of severity error (a file left
+       untouched, a double initialization), or for validate anything still to annotate
+  2    usage or configuration error (unknown option or key, bad value, pipeline cycle,
+       missing requirement, output folder that is not ours, no trace events)
+  3    internal error (a bug in dftpass or a plugin: please report it with the traceback)
+  130  interrupted
+"""
 
 
 def _add_pipeline_options(p: argparse.ArgumentParser, plugin_pm=None) -> None:
     p.add_argument("project", type=Path, help="the project's root folder")
-    _add_config_options(p)
+    add_config_options(p)
     p.add_argument("--passes", help="run only these passes (comma-separated ids) and what they require")
     p.add_argument("--time-passes", action="store_true", help="print the time of each pass")
     p.add_argument("--format", choices=("text", "json", "sarif"), default="text", help="findings format")
     if plugin_pm is not None:
-        plugin_pm.hook.dftpass_add_options(parser=p.add_argument_group("plugin options"))
+        group = p.add_argument_group("plugin options")
+        try:
+            call_hook(plugin_pm, "dftpass_add_options", parser=group)
+        except PluginError as exc:  # a plugin's options: not worth losing the command line for
+            print(f"dftpass: warning: {exc}", file=sys.stderr)
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from dftpass.commands import analysis, annotate, info, install, runs
+    from dftpass.commands import analysis, annotate, info, install, runs, strip
 
     # Plugins may add options to the annotation commands; they are found before parsing
     # (entry points only: `plugins.disable` of the configuration cannot be known yet).
@@ -64,11 +56,12 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="dftpass",
         description="Instrument ML/DL Python projects with dftracer, run them traced, and tell where the time goes.",
-        epilog=__doc__.split("\n\n", 1)[1], formatter_class=argparse.RawDescriptionHelpFormatter)
+        epilog=EXIT_CODES, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--version", action="version", version=f"dftpass {__version__}")
-    parser.add_argument("--log-format", choices=("console", "json"), default="console")
-    parser.add_argument("-v", "--verbose", action="count", default=0)
-    parser.add_argument("-q", "--quiet", action="store_true")
+    parser.add_argument("--log-format", choices=("console", "json"), default="console",
+                        help="how log lines on stderr look (default: console)")
+    parser.add_argument("-v", "--verbose", action="count", default=0, help="more detail on stderr (repeat for debug)")
+    parser.add_argument("-q", "--quiet", action="store_true", help="warnings and errors only")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
 
     p = sub.add_parser("run", help="annotate a project (writes a copy by default)")
@@ -89,49 +82,40 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=annotate.cmd_validate)
 
     p = sub.add_parser("detect", help="frameworks, distribution, ROCm/HIP and dftracer's install flags")
-    p.add_argument("project", type=Path)
-    _add_config_options(p)
-    p.add_argument("--json", action="store_true")
+    p.add_argument("project", type=Path, help="the project's root folder")
+    add_config_options(p, rules=False)
+    p.add_argument("--json", action="store_true", help="print one JSON document")
     p.set_defaults(func=info.cmd_detect)
 
     p = sub.add_parser("rules", help="list the rules")
-    _add_config_options(p)
-    p.add_argument("--json", action="store_true")
+    add_config_options(p, jobs=False)
+    p.add_argument("--json", action="store_true", help="print one JSON document")
     p.add_argument("--markdown", action="store_true", help="the full catalogue, as in rules/catalogue.md")
     p.set_defaults(func=info.cmd_rules, project=None)
 
     p = sub.add_parser("explain", help="print a rule's documentation and examples")
     p.add_argument("rule", help="a rule id, e.g. ML-R4")
-    _add_config_options(p)
+    add_config_options(p, rules=False, jobs=False)
     p.set_defaults(func=info.cmd_explain, project=None)
 
-    p = sub.add_parser("config", help="the resolved configuration")
-    p.add_argument("project", type=Path, nargs="?", default=Path("."))
-    _add_config_options(p)
-    p.add_argument("--show", action="store_true", help="print every value with the layer it came from (default)")
+    p = sub.add_parser("config", help="every configuration value and the layer (file:line) it came from")
+    p.add_argument("project", type=Path, nargs="?", default=Path("."),
+                   help="the project whose configuration is resolved (default: the current folder)")
+    add_config_options(p)
+    # what the command always does; still accepted (hidden) for the scripts that spell it
+    p.add_argument("--show", action="store_true", help=argparse.SUPPRESS)
     p.set_defaults(func=info.cmd_config)
 
-    runs.add_parser(sub, _add_config_options)
-    install.add_parser(sub, _add_config_options)
-    analysis.add_parsers(sub, _add_config_options)
+    strip.add_parser(sub)
+    runs.add_parser(sub)
+    install.add_parser(sub)
+    analysis.add_parsers(sub)
 
     p = sub.add_parser("plugins", help="the plugins and the passes each contributes")
-    _add_config_options(p)
+    add_config_options(p, rules=False, jobs=False)
     p.set_defaults(func=info.cmd_plugins, project=None)
 
     return parser
-
-
-def load(args: argparse.Namespace):
-    """The resolved configuration and a pass manager for a command's arguments."""
-    overrides = cli_overrides(getattr(args, "select", None), getattr(args, "ignore", None),
-                              getattr(args, "jobs", None), getattr(args, "set", []) or [])
-    project = getattr(args, "project", None)
-    if project is not None and not project.is_dir():
-        raise UsageError(f"{project}: not a folder")
-    config = load_config(project, overrides, getattr(args, "config", None), cli_args=args)
-    manager = PassManager(config)
-    return config, manager
 
 
 def _bytes_through(stream) -> None:
@@ -151,9 +135,15 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_USAGE
     try:
         return args.func(args)
-    except (ConfigError, PipelineError, UsageError, UnsafeWrite) as exc:
+    except UserError as exc:
         print(f"dftpass: error: {exc}", file=sys.stderr)
         return EXIT_USAGE
+    except PluginError as exc:
+        traceback.print_exc()
+        print(f"dftpass: error (exit 3): {exc}", file=sys.stderr)
+        if getattr(args, "format", "text") == "json":  # a machine reading stdout still gets a document
+            print(json.dumps({"error": {"kind": "plugin", "message": str(exc)}, "findings": []}, indent=2))
+        return EXIT_INTERNAL
     except KeyboardInterrupt:
         print("dftpass: interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED

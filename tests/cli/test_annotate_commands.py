@@ -58,7 +58,7 @@ def test_a_file_that_does_not_parse_is_reported_left_alone_and_the_rest_goes_on(
     root = project({"train.py": TRAIN, "broken.py": BROKEN})
     r = cli("run", root, "--out", tmp_path / "out")
     assert r.code == 1  # an error finding
-    assert "broken.py:1:" in r.err and "does not parse" in r.err
+    assert "broken.py:1:" in r.out and "does not parse" in r.out  # findings are the output, on stdout
     assert (tmp_path / "out" / "broken.py").read_text() == BROKEN
     assert "ai.compute.step.start()" in (tmp_path / "out" / "train.py").read_text()
 
@@ -163,10 +163,11 @@ def test_jobs_2_writes_exactly_what_jobs_1_writes(cli, torch_basic, tmp_path):
 def test_a_training_project_without_an_entry_is_told_so(cli, project):
     root = project({"lib.py": "import torch\n\n\ndef train(model, loader):\n    for x in loader:\n        model(x)\n"})
     r = cli("plan", root)
-    assert "treated as a library: no program entry" in r.err and "warning" in r.err
-    assert r.out == ""  # no AI regions on a library
+    assert "treated as a library: no program entry" in r.out and "warning" in r.out
+    assert "0 edits" in r.err and "+++" not in r.out  # no AI regions on a library
     forced = cli("plan", root, "--set", "project.kind=program")
     assert "ML-R6 batch loop" in forced.out
     plain = project({"util.py": "def f():\n    return 1\n"}, name="plain")
-    assert "no program entry" not in cli("plan", plain).err  # a note, shown with -v only
-    assert "no program entry" in cli("-v", "plan", plain).err
+    assert "no program entry" not in cli("plan", plain).out  # a note, shown with -v only
+    assert "no program entry" in cli("-v", "plan", plain).out
+    assert "no program entry" in cli("plan", plain, "-v").out  # -v after the command, as the hint says

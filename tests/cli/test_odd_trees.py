@@ -29,7 +29,7 @@ def test_a_fifo_named_py_is_skipped_never_opened(project, tmp_path):
     for command in (["plan", root], ["validate", root], ["detect", root], ["run", root, "--out", tmp_path / "out"]):
         r = dftpass(*command, timeout=60)
         assert r.returncode in (0, 1), (command, r.stderr)
-    assert b"pipe.py: warning: dftpass skipped: not a regular file (a FIFO)" in r.stderr
+    assert b"pipe.py: warning: dftpass skipped: not a regular file (a FIFO)" in r.stdout
     assert (tmp_path / "out" / ".dftpass" / "report.json").is_file() and not (tmp_path / "out" / "pipe.py").exists()
 
 
@@ -40,7 +40,7 @@ def test_a_link_loop_is_a_finding_and_the_run_goes_on(project, tmp_path):
     os.symlink("loopdir", root / "loopdir")
     r = dftpass("run", root, "--out", tmp_path / "out", "--set", "project.kind=program")
     assert r.returncode == 1, r.stderr
-    assert b"a.py: error: dftpass skipped: a link that leads nowhere" in r.stderr
+    assert b"a.py: error: dftpass skipped: a link that leads nowhere" in r.stdout
     assert os.path.islink(tmp_path / "out" / "a.py")  # links are copied as links, loops too
     assert os.path.islink(tmp_path / "out" / "loopdir")
     assert b"ai.dataloader.fetch.iter" in (tmp_path / "out" / "train.py").read_bytes()
@@ -81,8 +81,8 @@ def test_an_unreadable_file_and_folder_are_findings_and_the_rest_is_annotated(pr
     out = tmp_path / "out"
     r = cli("run", root, "--out", out, "--set", "project.kind=program")
     assert r.code == 1, r.err
-    assert "hidden.py: error: dftpass cannot read the file" in r.err
-    assert "secret: error: dftpass skipped: cannot read the folder" in r.err
+    assert "hidden.py: error: dftpass cannot read the file" in r.out
+    assert "secret: error: dftpass skipped: cannot read the folder" in r.out
     assert "ai.dataloader.fetch.iter" in (out / "train.py").read_text()
     assert (out / ".dftpass" / "report.json").is_file()
     again = cli("run", root, "--out", out, "--set", "project.kind=program")
@@ -111,7 +111,7 @@ def test_a_latin1_file_without_a_coding_cookie_is_left_untouched_and_the_rest_is
     root = project({"train.py": TRAIN, "latin.py": latin})
     r = dftpass("run", root, "--out", tmp_path / "out", "--set", "project.kind=program")
     assert r.returncode == 1, r.stderr
-    assert b"latin.py: error: dftpass not valid text in its declared encoding" in r.stderr
+    assert b"latin.py: error: dftpass not valid text in its declared encoding" in r.stdout
     assert (tmp_path / "out" / "latin.py").read_bytes() == latin
     assert b"ai.dataloader.fetch.iter" in (tmp_path / "out" / "train.py").read_bytes()
 

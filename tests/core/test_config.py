@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from dftpass.core.config import ConfigError, cli_overrides, load_config, rule_selected
+from dftpass.core.config import ConfigError, cli_overrides, load_config
+from dftpass.core.selection import rule_selected
 
 
 def test_layers_override_in_order_and_remember_their_source(tmp_path, monkeypatch):

@@ -160,3 +160,16 @@ def test_a_path_that_does_not_exist_is_an_error_not_a_crash():
     es.add(InsertBefore("T", 1, "", (("body", 7),), "y = 2"))
     applied = apply_edits("m.py", src.encode(), es, 0)
     assert applied.new is None and "does not exist" in applied.error
+
+
+def test_the_import_goes_after_environment_set_up_of_the_import_block_whatever_the_framework():
+    """``import dftracer.python`` imports torch: CUDA_VISIBLE_DEVICES set between the imports
+    must be set before it, also when the framework the set-up is for is not one dftpass knows."""
+    src = ("import os\nimport numpy as np\nos.environ['CUDA_VISIBLE_DEVICES'] = '0'\nimport mxnet\n\n\n"
+           "def forward(x):\n    return x\n")
+    out = apply(src, decorate("forward"))
+    assert out.startswith("import os\nimport numpy as np\nos.environ['CUDA_VISIBLE_DEVICES'] = '0'\n"
+                          "from dftracer.python import ai\nimport mxnet\n")
+    # set-up after the first code is the program's business: the import stays at the top
+    late = "import torch\n\nx = 1\nos.environ['A'] = '1'\n\n\ndef forward(x):\n    return x\n"
+    assert apply(late, decorate("forward")).startswith("from dftracer.python import ai\nimport torch\n")

@@ -45,14 +45,14 @@ def test_the_plugin_pass_runs_in_its_declared_place(plugin_site, torch_basic):
     r = dftpass(plugin_site, "-v", "plan", torch_basic, "--no-diff", "--time-passes")
     assert r.returncode == 0, r.stderr
     # it ran after ML-R6 and saw ML-R6's two queued batch-loop wraps
-    assert "EX-1 ran after ML-R6, which queued 2 batch-loop wraps" in r.stderr
+    assert "EX-1 ran after ML-R6, which queued 2 batch-loop wraps" in r.stdout
     timed = [line.split()[0] for line in r.stderr.splitlines() if line.startswith("  ")]
     assert timed.index("ML-R6") < timed.index("EX-1")
 
 
 def test_the_plugin_adds_a_command_line_option(plugin_site, torch_basic):
     r = dftpass(plugin_site, "plan", torch_basic, "--no-diff", "--example-level", "warning")
-    assert "warning: EX-1" in r.stderr
+    assert "warning: EX-1" in r.stdout
 
 
 def test_the_plugin_teaches_framework_detection(plugin_site, project):
@@ -66,7 +66,7 @@ def test_config_switches_the_plugin_off(plugin_site, torch_basic):
     (torch_basic / "dftpass.yaml").write_text("plugins:\n  disable: [example]\n")
     r = dftpass(plugin_site, "plan", torch_basic, "--no-diff")
     assert r.returncode == 0, r.stderr
-    assert "EX-1" not in r.stderr
+    assert "EX-1" not in r.stdout + r.stderr
     listed = dftpass(plugin_site, "plugins", "--config", torch_basic / "dftpass.yaml")
     assert "example (blocked by configuration)" in listed.stdout
 
@@ -79,4 +79,4 @@ def test_the_autoload_switch_keeps_entry_point_plugins_out(plugin_site, torch_ba
 def test_rule_options_of_the_plugin_come_from_config(plugin_site, torch_basic):
     (torch_basic / "dftpass.yaml").write_text("rules:\n  options:\n    EX-1:\n      severity: warning\n")
     r = dftpass(plugin_site, "plan", torch_basic, "--no-diff")
-    assert "warning: EX-1" in r.stderr
+    assert "warning: EX-1" in r.stdout

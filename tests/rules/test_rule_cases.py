@@ -48,3 +48,26 @@ def test_rule_ids_follow_the_catalogue():
     ids = [r.id for r in RULES]
     assert len(ids) == len(set(ids))
     assert all(i.startswith("ML-R") for i in ids)
+
+
+def test_every_rule_file_is_registered_by_the_builtin_plugin():
+    """A rule file missing from plugins/builtin.py would be silently absent, its examples untested."""
+    import importlib
+    import inspect
+    from pathlib import Path
+
+    import dftpass.plugins as plugins_pkg
+    from dftpass.core.passes import Pass
+
+    root = Path(plugins_pkg.__file__).parent
+    files = sorted(root.rglob("ml_r*.py"))
+    assert files, "no rule files found"
+    for path in files:
+        module = importlib.import_module("dftpass.plugins." + ".".join(path.relative_to(root).with_suffix("").parts))
+        defined = [c for _, c in inspect.getmembers(module, inspect.isclass)
+                   if issubclass(c, Pass) and c.__module__ == module.__name__ and c.id]
+        assert len(defined) == 1, f"{path.name}: one rule per file, found {[c.__name__ for c in defined]}"
+        rule = defined[0]
+        number = path.stem.split("_")[1]  # ml_r4_optimizer_step -> r4
+        assert rule.id == f"ML-{number.upper()}", f"{path.name} defines {rule.id}"
+        assert rule in PASSES, f"{path.name}: {rule.id} is not listed in dftpass/plugins/builtin.py"

@@ -17,6 +17,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Iterable
 
+from dftpass.core.errors import UserError
 from dftpass.traces import Analysis, ClassBusy, Summary, analyze, busy_of_events, class_events, judge, summarize_file
 from dftpass.traces.files import trace_files
 from dftpass.traces.overlap import default_width_ns
@@ -26,7 +27,7 @@ ENGINES = ("local", "dask")
 SCHEDULER_TIMEOUT_S = 10
 
 
-class EngineError(Exception):
+class EngineError(UserError):
     """The engine cannot run (Dask missing, scheduler unreachable)."""
 
 

@@ -11,21 +11,17 @@ import json
 import sys
 from pathlib import Path
 
+from dftpass.commands.common import UsageError, add_config_options, load
+
 ENGINES = ("local", "dask")  # dftpass.analysis.engine.ENGINES
 
 
 def cmd_analyze(args: argparse.Namespace) -> int:
     from dftpass.analysis import lessons, render
-    from dftpass.analysis.engine import EngineError
     from dftpass.analysis.run import analyze_path, save
-    from dftpass.cli import UsageError, load
-    from dftpass.runs.layout import LayoutError
 
     config, manager = load(args)
-    try:
-        result = analyze_path(args.run, config, manager, **_engine_options(args, config))
-    except (LayoutError, EngineError) as exc:
-        raise UsageError(str(exc)) from exc
+    result = analyze_path(args.run, config, manager, **_engine_options(args, config))
     data = json.loads(json.dumps(result.to_dict(), default=str))
     saved = save(result)
     if saved:
@@ -49,18 +45,12 @@ def _engine_options(args, config) -> dict:
 def cmd_compare(args: argparse.Namespace) -> int:
     from dftpass.analysis import render
     from dftpass.analysis.compare import compare
-    from dftpass.analysis.engine import EngineError
     from dftpass.analysis.run import load_or_analyze
-    from dftpass.cli import UsageError, load
-    from dftpass.runs.layout import LayoutError
 
     if len(args.runs) < 2:
         raise UsageError("compare needs at least two runs (the first is the baseline)")
     config, manager = load(args)
-    try:
-        analyses = [load_or_analyze(r, config, manager, **_engine_options(args, config)) for r in args.runs]
-    except (LayoutError, EngineError) as exc:
-        raise UsageError(str(exc)) from exc
+    analyses = [load_or_analyze(r, config, manager, **_engine_options(args, config)) for r in args.runs]
     result = compare(analyses).to_dict()
     if args.json:
         print(json.dumps(result, indent=2, default=str))
@@ -72,16 +62,10 @@ def cmd_compare(args: argparse.Namespace) -> int:
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    from dftpass.analysis.engine import EngineError
     from dftpass.analysis.report import build
-    from dftpass.cli import UsageError, load
-    from dftpass.runs.layout import LayoutError
 
     config, manager = load(args)
-    try:
-        md, page, new = build(args.workspace, config, manager, **_engine_options(args, config))
-    except (LayoutError, EngineError) as exc:
-        raise UsageError(str(exc)) from exc
+    md, page, new = build(args.workspace, config, manager, **_engine_options(args, config))
     print(f"wrote {md} and {page}" + (f"; {new} new lessons in lessons.md" if new else ""), file=sys.stderr)
     return 0
 
@@ -93,28 +77,30 @@ def _add_engine_options(p) -> None:
                    "class's median event)")
 
 
-def add_parsers(sub, config_options) -> None:
+def add_parsers(sub) -> None:
     p = sub.add_parser("analyze", help="summary, categories, overlap, diagnosis and proposals of a traced run")
     p.add_argument("run", type=Path, help="a run folder of `dftpass trace` (or any folder/file of traces)")
     p.add_argument("--project", type=Path, help="the source the run came from (default: the command's folder)")
     _add_engine_options(p)
     fmt = p.add_mutually_exclusive_group()
-    fmt.add_argument("--json", action="store_true")
-    fmt.add_argument("--markdown", action="store_true")
-    config_options(p)
+    fmt.add_argument("--json", action="store_true", help="print one JSON document")
+    fmt.add_argument("--markdown", action="store_true", help="print Markdown (for a pull request or a wiki)")
+    add_config_options(p)
     p.set_defaults(func=cmd_analyze)
 
-    p = sub.add_parser("compare", help="runs side by side: per-metric change, green/red/neutral, verdict")
+    p = sub.add_parser("compare", help="runs side by side: per metric the change %%, improved/regressed/neutral, "
+                       "and a verdict")
     p.add_argument("runs", type=Path, nargs="+", help="run folders; the first is the baseline")
     _add_engine_options(p)
     fmt = p.add_mutually_exclusive_group()
-    fmt.add_argument("--json", action="store_true")
-    fmt.add_argument("--markdown", action="store_true")
-    config_options(p)
+    fmt.add_argument("--json", action="store_true", help="print one JSON document")
+    fmt.add_argument("--markdown", action="store_true", help="print Markdown (for a pull request or a wiki)")
+    add_config_options(p)
     p.set_defaults(func=cmd_compare, project=None)
 
     p = sub.add_parser("report", help="report.md and a self-contained report.html for a workspace")
-    p.add_argument("workspace", type=Path, nargs="?", default=Path("workspace"))
+    p.add_argument("workspace", type=Path, nargs="?", default=Path("workspace"),
+                   help="the workspace of `dftpass trace` (default: ./workspace)")
     _add_engine_options(p)
-    config_options(p)
+    add_config_options(p)
     p.set_defaults(func=cmd_report, project=None)

@@ -8,7 +8,9 @@ import sys
 import structlog
 
 from dftpass import __version__
+from dftpass.commands.common import load
 from dftpass.core.findings import Severity, render_json, render_sarif, render_text
+from dftpass.core.manager import natural_key
 from dftpass.core.pipeline import AnnotateResult, annotate
 from dftpass.core.progress import Progress
 from dftpass.core.writer import write_copy, write_in_place
@@ -16,9 +18,8 @@ from dftpass.core.writer import write_copy, write_in_place
 log = structlog.get_logger("dftpass")
 
 
-def _annotate(args: argparse.Namespace, mode: str) -> AnnotateResult:
-    from dftpass.cli import load
-
+def _annotate(args: argparse.Namespace, mode: str):
+    """The command's result, and the pass manager that made it."""
     config, manager = load(args)
     project = args.project.resolve()
     passes = [p.strip() for p in args.passes.split(",") if p.strip()] if getattr(args, "passes", None) else None
@@ -29,7 +30,7 @@ def _annotate(args: argparse.Namespace, mode: str) -> AnnotateResult:
         progress.close()
     if args.time_passes:
         print_timings(result)
-    return result
+    return result, manager
 
 
 def print_timings(result: AnnotateResult) -> None:
@@ -42,18 +43,20 @@ def print_timings(result: AnnotateResult) -> None:
     print(f"  {'total':<32} {total * 1000:9.1f} ms", file=sys.stderr)
 
 
-def _findings_out(args: argparse.Namespace, result: AnnotateResult, manager_rules: dict[str, str]) -> None:
+def _findings_out(args: argparse.Namespace, result: AnnotateResult, manager) -> None:
+    """Findings are each command's output: on stdout, for ``run``, ``plan`` and ``validate``
+    alike (counts, hints and progress go to stderr)."""
     if args.format == "json":
         print(render_json(result.findings))
     elif args.format == "sarif":
-        print(render_sarif(result.findings, manager_rules, __version__))
+        print(render_sarif(result.findings, {c.id: c.title for c in manager.rules()}, __version__))
     elif result.findings:
         shown = _shown(args, result)
         if shown:
-            print(render_text(shown), file=sys.stderr)
+            print(render_text(shown))
         hidden = len(result.findings) - len(shown)
         if hidden:
-            print(f"({hidden} notes not shown; -v shows them)", file=sys.stderr)
+            print(f"({plural(hidden, 'note')} not shown; -v shows them)", file=sys.stderr)
 
 
 def _shown(args: argparse.Namespace, result: AnnotateResult):
@@ -61,39 +64,38 @@ def _shown(args: argparse.Namespace, result: AnnotateResult):
     return [f for f in result.findings if args.verbose or f.severity != Severity.INFO]
 
 
-def _rule_titles() -> dict[str, str]:
-    from dftpass.plugins.builtin import PASSES
-
-    return {p.id: p.title for p in PASSES if p.is_rule()}
-
-
 def _exit_code(result: AnnotateResult, strict_warnings: bool = False) -> int:
     bad = {Severity.ERROR, Severity.WARNING} if strict_warnings else {Severity.ERROR}
     return 1 if any(f.severity in bad for f in result.findings) else 0
 
 
+def plural(n: int, word: str) -> str:
+    """``1 problem``, ``2 problems``, ``0 files``."""
+    return f"{n} {word}" if n == 1 else f"{n} {word}s"
+
+
 def _summary_line(result: AnnotateResult) -> str:
-    edits = result.edits()
-    rules = sorted({e.rule for _, e in edits})
-    return (f"{len(result.changed())} of {result.n_files} files changed, {len(edits)} edits "
-            f"({', '.join(rules) or 'none'}); {len(result.errors())} errors")
+    changes = result.changes()
+    rules = sorted({c[2] for c in changes}, key=natural_key)
+    return (f"{len(result.changed())} of {plural(result.n_files, 'file')} changed, {plural(len(changes), 'edit')} "
+            f"({', '.join(rules) or 'none'}); {plural(len(result.errors()), 'error')}")
 
 
 def cmd_plan(args: argparse.Namespace) -> int:
-    result = _annotate(args, "plan")
+    result, manager = _annotate(args, "plan")
     if args.format == "text":
-        for rel, e in result.edits():
-            print(f"{rel}:{e.line}: {e.rule} {e.why}")
+        for rel, line, rule, why in result.changes():
+            print(f"{rel}:{line}: {rule} {why}")
         if not args.no_diff and result.changed():
             print()
             print(result.diff(), end="")
         print(_summary_line(result), file=sys.stderr)
-    _findings_out(args, result, _rule_titles())
+    _findings_out(args, result, manager)
     return _exit_code(result)
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    result = _annotate(args, "run")
+    result, manager = _annotate(args, "run")
     if args.in_place:
         backup = write_in_place(result)
         where = f"in place (backups in {backup})" if backup else "in place (nothing to change)"
@@ -103,19 +105,15 @@ def cmd_run(args: argparse.Namespace) -> int:
         where = f"to {out}"
     if args.diff:
         print(result.diff(), end="")
-    _findings_out(args, result, _rule_titles())
+    _findings_out(args, result, manager)
     print(f"{_summary_line(result)}; written {where}", file=sys.stderr)
     return _exit_code(result)
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
-    result = _annotate(args, "validate")
+    result, manager = _annotate(args, "validate")
+    _findings_out(args, result, manager)
     if args.format == "text":
-        shown = _shown(args, result)
-        if shown:
-            print(render_text(shown))
         missing = sum(1 for f in result.findings if f.severity != Severity.INFO)
-        print(f"validate: {missing} problems in {result.n_files} files", file=sys.stderr)
-    else:
-        _findings_out(args, result, _rule_titles())
+        print(f"validate: {plural(missing, 'problem')} in {plural(result.n_files, 'file')}", file=sys.stderr)
     return _exit_code(result, strict_warnings=True)

@@ -5,19 +5,19 @@ from __future__ import annotations
 import argparse
 import json
 
-from dftpass.core.config import rule_selected
+from dftpass.commands.common import UsageError, load
+from dftpass.commands.install import install_command
 from dftpass.core.context import RunContext
 from dftpass.core.passes import PassKind
 from dftpass.core.project import Project
 
 
 def cmd_rules(args: argparse.Namespace) -> int:
-    from dftpass.cli import load
 
     config, manager = load(args)
     rows = []
     for cls in manager.rules():
-        on = rule_selected(cls.id, cls.tags, cls.default_enabled, config.get("rules.select"), config.get("rules.ignore"))
+        on = manager.selection.enabled(cls.id)
         rows.append({"id": cls.id, "title": cls.title, "kind": cls.kind.value, "enabled": on,
                      "default": cls.default_enabled, "frameworks": list(cls.frameworks), "tags": list(cls.tags),
                      "plugin": manager.provider[cls.id], "summary": cls.summary()})
@@ -49,7 +49,6 @@ def catalogue_markdown(manager) -> str:
 
 
 def cmd_explain(args: argparse.Namespace) -> int:
-    from dftpass.cli import UsageError, load
 
     _, manager = load(args)
     cls = manager.registry.get(args.rule) or manager.registry.get(args.rule.upper())
@@ -74,7 +73,6 @@ def _indent(text: str) -> str:
 
 
 def cmd_config(args: argparse.Namespace) -> int:
-    from dftpass.cli import load
 
     config, manager = load(args)
     manager.check_config()
@@ -83,7 +81,6 @@ def cmd_config(args: argparse.Namespace) -> int:
 
 
 def cmd_plugins(args: argparse.Namespace) -> int:
-    from dftpass.cli import load
 
     _, manager = load(args)
     for info in manager.plugins():
@@ -95,7 +92,6 @@ def cmd_plugins(args: argparse.Namespace) -> int:
 
 
 def cmd_detect(args: argparse.Namespace) -> int:
-    from dftpass.cli import load
 
     config, manager = load(args)
     project = Project.discover(args.project.resolve(), config.get("files.include"), config.exclude_globs())
@@ -119,7 +115,8 @@ def cmd_detect(args: argparse.Namespace) -> int:
     print(f"ROCm:         {det['rocm']['path'] or 'not found'}; HIP tracing needed: "
           f"{'yes' if det['hip_tracing_needed'] else 'no'}")
     flags = " ".join(f"{k}={v}" for k, v in det["install_flags"].items())
-    print(f"install:      {'pip install --no-binary dftracer dftracer with ' + flags if flags else 'pip install dftracer'}")
+    pip = " ".join(install_command(det["install_flags"], python="python")[2:])  # pip install ...
+    print(f"install:      {pip}" + (f" with {flags}" if flags else "") + "  (`dftpass install` runs it)")
     print("entries:      " + ("\n              ".join(det["entries"]) or "none found"))
     return 0
 

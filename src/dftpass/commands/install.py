@@ -16,6 +16,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+from dftpass.commands.common import add_config_options, load
 from dftpass.core import emitter
 
 
@@ -26,7 +27,6 @@ def install_command(flags: dict[str, str], python: str = sys.executable) -> list
 
 
 def cmd_install(args: argparse.Namespace) -> int:
-    from dftpass.cli import load
     from dftpass.core.context import RunContext
     from dftpass.core.project import Project
 
@@ -48,9 +48,10 @@ def cmd_install(args: argparse.Namespace) -> int:
     return 1 if subprocess.run(command, env={**os.environ, **env}).returncode else 0
 
 
-def add_parser(sub, config_options) -> None:
+def add_parser(sub) -> None:
     p = sub.add_parser("install", help="install dftracer with the build flags `detect` chose")
-    p.add_argument("project", type=Path, nargs="?", default=Path("."))
+    p.add_argument("project", type=Path, nargs="?", default=Path("."),
+                   help="the project's root folder (default: the current one)")
     p.add_argument("--dry-run", action="store_true", help="print the command, do not run it")
-    config_options(p)
+    add_config_options(p, rules=False)
     p.set_defaults(func=cmd_install)

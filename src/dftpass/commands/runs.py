@@ -6,10 +6,11 @@ import argparse
 import sys
 from pathlib import Path
 
+from dftpass.commands.common import UsageError, add_config_options, load
+
 
 
 def cmd_trace(args: argparse.Namespace) -> int:
-    from dftpass.cli import UsageError, load
     from dftpass.runs.layout import LayoutError
     from dftpass.runs.tracer import trace
 
@@ -51,7 +52,7 @@ def cmd_trace(args: argparse.Namespace) -> int:
     return 1 if failed else 0
 
 
-def add_parser(sub, config_options) -> None:
+def add_parser(sub) -> None:
     p = sub.add_parser("trace", help="run a command with dftracer on, into <workspace>/<label>/traces")
     p.add_argument("--label", required=True, help="the run's name: baseline, annotated, opt1, ...")
     p.add_argument("--workspace", type=Path, default=Path("workspace"), help="default: ./workspace")
@@ -62,6 +63,6 @@ def add_parser(sub, config_options) -> None:
     p.add_argument("--no-compact", action="store_true", help="keep only the raw traces")
     p.add_argument("--applies", action="append", default=[], metavar="PROPOSAL",
                    help="the proposal id(s) this run applies (compare then measures their real impact)")
-    config_options(p)
+    add_config_options(p, rules=False, jobs=False)
     p.add_argument("cmd", nargs=argparse.REMAINDER, help="-- COMMAND ...")
     p.set_defaults(func=cmd_trace, project=None)

@@ -55,6 +55,8 @@ class ResolutionHints:
     module_bases: tuple[str, ...] = ()
     #: qualified prefixes whose classes are modules (``torch.nn.``: ``nn.Transformer``)
     module_base_prefixes: tuple[str, ...] = ()
+    #: what calling a module instance runs when its class has no ``__call__`` (``forward``)
+    module_call_methods: tuple[str, ...] = ()
     values: ValueHints = attrs.field(factory=ValueHints)
 
 
@@ -285,9 +287,13 @@ class CallGraph:
         return out
 
     def instance_call(self, class_id: str) -> str | None:
-        """What calling an instance runs: ``__call__``, or ``forward`` for a module."""
-        return self.method(class_id, "__call__") or (
-            self.method(class_id, "forward") if self.is_module_class(class_id) else None)
+        """What calling an instance runs: ``__call__``, or for a module the method its
+        framework calls (``forward``; :attr:`ResolutionHints.module_call_methods`)."""
+        found = self.method(class_id, "__call__")
+        if found or not self.is_module_class(class_id):
+            return found
+        return next((m for m in map(lambda name: self.method(class_id, name), self.hints.module_call_methods)
+                     if m), None)
 
     # -- modules -----------------------------------------------------------------------------
     def module_file(self, name: str, importer: str | None = None) -> str | None:

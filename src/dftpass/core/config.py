@@ -16,7 +16,6 @@ An unknown key or a value of the wrong type is a :class:`ConfigError` naming the
 
 from __future__ import annotations
 
-import fnmatch
 import os
 import re
 import sys
@@ -26,13 +25,15 @@ from typing import Any, Callable, Iterable
 import attrs
 import yaml
 
+from dftpass.core.errors import UserError
+
 if sys.version_info >= (3, 11):
     import tomllib
 else:  # pragma: no cover
     import tomli as tomllib
 
 
-class ConfigError(Exception):
+class ConfigError(UserError):
     """A configuration problem; the message names the file and line."""
 
 
@@ -132,8 +133,12 @@ KEYS: dict[str, KeySpec] = {
     "files.max-bytes": KeySpec(2_000_000, _int, "an integer", "larger files are reported and left alone"),
     "files.max-rewrite-bytes": KeySpec(
         1_000_000, _int, "an integer", "larger files are analysed, but their edits are reported, not applied"),
-    "plugins.disable": KeySpec([], _list_of_str, "a list of plugin names", "entry-point plugins not to load"),
+    "plugins.disable": KeySpec([], _list_of_str, "a list of plugin names",
+                               "entry-point plugins not to load (every layer adds to the list)"),
     "plugins.load": KeySpec([], _list_of_str, "a list of module names", "local plugin modules to load"),
+    "plugins.trust-project": KeySpec(
+        False, lambda v: isinstance(v, bool), "true or false",
+        "let a project's own configuration load plugin modules (site, user or --trust-project-plugins only)"),
     "run.jobs": KeySpec(1, _int, "an integer", "worker processes for per-file work"),
     "project.kind": KeySpec(
         "auto", lambda v: v in ("auto", "program", "library"), "one of auto, program, library",
@@ -150,14 +155,44 @@ KEYS: dict[str, KeySpec] = {
 }
 #: keys whose value is a mapping that merges across layers instead of being replaced
 _MERGED = ("rules.options",)
+#: list keys that every layer adds to (instead of replacing)
+_CONCATENATED = ("rules.per-path", "plugins.disable")
 _SECTIONS = {k.split(".")[0] for k in KEYS}
 
 
 # -- reading one layer ------------------------------------------------------------------
 
 
-def _node_to_python(node: yaml.Node) -> Any:
-    return yaml.safe_load(yaml.serialize(node)) if node is not None else None
+#: the only tags a configuration value may carry (plain YAML: no Python objects, no custom tags)
+_PLAIN_TAGS = {f"tag:yaml.org,2002:{t}" for t in ("str", "int", "float", "bool", "null", "seq", "map")}
+#: how many values a configuration file may expand to: a few anchors can stand for billions
+#: (a 12-line "alias bomb" took 48 s and 1 GB before this bound)
+MAX_VALUES = 10_000
+_SCALARS = yaml.constructor.SafeConstructor()
+
+
+def _node_to_python(node: yaml.Node | None, path: str = "", budget: list[int] | None = None) -> Any:
+    """A YAML node as plain Python, refusing tags and bounding what aliases expand to."""
+    if node is None:
+        return None
+    budget = budget if budget is not None else [MAX_VALUES]
+    budget[0] -= 1
+    where = f"{path}:{node.start_mark.line + 1}" if path else f"line {node.start_mark.line + 1}"
+    if budget[0] < 0:
+        raise ConfigError(f"{where}: the configuration expands to more than {MAX_VALUES} values "
+                          "(YAML anchors and aliases?); refused")
+    if node.tag not in _PLAIN_TAGS:
+        raise ConfigError(f"{where}: the YAML tag {node.tag} is not allowed in a configuration (plain values only)")
+    if isinstance(node, yaml.ScalarNode):
+        return _SCALARS.construct_object(node)
+    if isinstance(node, yaml.SequenceNode):
+        return [_node_to_python(child, path, budget) for child in node.value]
+    return {_node_to_python(k, path, budget): _node_to_python(v, path, budget) for k, v in node.value}
+
+
+def _shown(value: Any, limit: int = 120) -> str:
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 def _flatten_yaml(root: yaml.Node, source_path: str, layer: str) -> dict[str, Value]:
@@ -166,14 +201,18 @@ def _flatten_yaml(root: yaml.Node, source_path: str, layer: str) -> dict[str, Va
         return out
     if not isinstance(root, yaml.MappingNode):
         raise ConfigError(f"{source_path}:{root.start_mark.line + 1}: the configuration must be a mapping")
+    budget = [MAX_VALUES]
 
     def walk(node: yaml.MappingNode, prefix: str) -> None:
+        if node.tag not in _PLAIN_TAGS:
+            raise ConfigError(f"{source_path}:{node.start_mark.line + 1}: the YAML tag {node.tag} is not allowed "
+                              "in a configuration (plain values only)")
         for key_node, value_node in node.value:
-            key = prefix + str(key_node.value)
+            key = prefix + str(_node_to_python(key_node, source_path, budget))
             line = key_node.start_mark.line + 1
             src = Source(layer, source_path, line)
             if key in KEYS:
-                value = _node_to_python(value_node)
+                value = _node_to_python(value_node, source_path, budget)
                 _check(key, value, src)
                 if key in _MERGED and isinstance(value_node, yaml.MappingNode):
                     _flatten_options(value_node, key, source_path, layer, out)
@@ -195,7 +234,7 @@ def _flatten_options(node: yaml.MappingNode, key: str, path: str, layer: str, ou
             raise ConfigError(f"{path}:{rule_node.start_mark.line + 1}: options of {rule} must be a mapping")
         for opt_node, val_node in opts_node.value:
             src = Source(layer, path, opt_node.start_mark.line + 1)
-            out[f"{key}.{rule}.{opt_node.value}"] = Value(_node_to_python(val_node), src)
+            out[f"{key}.{rule}.{opt_node.value}"] = Value(_node_to_python(val_node, path), src)
 
 
 def _hint(key: str) -> str:
@@ -206,7 +245,8 @@ def _hint(key: str) -> str:
 def _check(key: str, value: Any, src: Source) -> None:
     spec = KEYS[key]
     if not spec.check(value):
-        raise ConfigError(f"{src.path or src.layer}:{src.line}: '{key}' must be {spec.expected}, got {value!r}")
+        raise ConfigError(f"{src.path or src.layer}:{src.line}: '{key}' must be {spec.expected}, "
+                          f"got {_shown(value)}")
 
 
 def load_yaml_file(path: Path, layer: str) -> dict[str, Value]:
@@ -315,7 +355,7 @@ class Config:
         return list(self.get("files.exclude")) + list(self.get("files.extend-exclude"))
 
     def show(self) -> str:
-        """Every resolved value with the layer it came from (``dftpass config --show``)."""
+        """Every resolved value with the layer it came from (``dftpass config``)."""
         rows = []
         keys = sorted(set(KEYS) | set(self.values))
         for key in keys:
@@ -346,8 +386,12 @@ def load_config(project: Path | None, overrides: dict[str, Value] | None = None,
     def apply(layer_values: dict[str, Value], label: str) -> None:
         read.append(label)
         for key, value in layer_values.items():
-            if key == "rules.per-path" and key in merged:
-                value = Value(list(merged[key].value) + list(value.value), value.source)
+            if key in _CONCATENATED and key in merged:
+                # per-path rules add up; a plugin blocked by the site stays blocked whatever a
+                # user or project writes (a project cannot switch a site's block off)
+                joined = list(merged[key].value) + [v for v in value.value if v not in merged[key].value]
+                value = Value(joined, attrs.evolve(value.source, layer=f"{merged[key].source.layer}+"
+                                                                       f"{value.source.layer}"))
             merged[key] = value
 
     site = site_config_path()
@@ -371,7 +415,22 @@ def load_config(project: Path | None, overrides: dict[str, Value] | None = None,
                 apply(table, f"project {project / 'pyproject.toml'}")
     if overrides:
         apply(overrides, "cli")
+    _check_plugin_trust(merged)
     return Config(values=merged, files_read=read, cli_args=cli_args)
+
+
+def _check_plugin_trust(merged: dict[str, Value]) -> None:
+    """Modules named by a project's own configuration would run code from the project tree
+    the moment dftpass reads it: only a site, a user or the command line may allow that."""
+    trust = merged.get("plugins.trust-project")
+    if trust is not None and trust.source.layer == "project":
+        raise ConfigError(f"{trust.source.path}:{trust.source.line}: plugins.trust-project can only be set by the "
+                          "site or user configuration or the command line, not by the project it would trust")
+    load = merged.get("plugins.load")
+    if load is not None and load.value and load.source.layer == "project" and not (trust and trust.value):
+        raise ConfigError(f"{load.source.path}:{load.source.line}: plugins.load in a project's configuration "
+                          "imports modules from the project tree; allow it with --trust-project-plugins or "
+                          "`plugins: {trust-project: true}` in your user or site configuration")
 
 
 def cli_overrides(select: list[str] | None, ignore: list[str] | None, jobs: int | None,
@@ -406,28 +465,3 @@ def cli_overrides(select: list[str] | None, ignore: list[str] | None, jobs: int 
 
 def _split_csv(items: list[str]) -> list[str]:
     return [part.strip() for item in items for part in item.split(",") if part.strip()]
-
-
-# -- rule selection ----------------------------------------------------------------------
-
-
-def matches(pattern: str, rule_id: str, tags: Iterable[str]) -> bool:
-    """``pattern`` is an id (``ML-R6``), a glob (``ML-R2*``), ``ALL`` or ``tag:NAME``."""
-    if pattern == "ALL":
-        return True
-    if pattern.startswith("tag:"):
-        return pattern[4:] in tags
-    return fnmatch.fnmatchcase(rule_id, pattern)
-
-
-def rule_selected(rule_id: str, tags: Iterable[str], default_enabled: bool,
-                  select: list[str] | None, ignore: list[str]) -> bool:
-    """Whether a rule is on. Opt-in rules (off by default) are turned on only by their exact id."""
-    tags = tuple(tags)
-    if any(matches(p, rule_id, tags) for p in ignore):
-        return False
-    if select is None:
-        return default_enabled
-    if rule_id in select:
-        return True
-    return default_enabled and any(matches(p, rule_id, tags) for p in select)

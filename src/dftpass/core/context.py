@@ -19,11 +19,11 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from dftpass.core.config import Config, matches, rule_selected
+from dftpass.core.config import Config
 from dftpass.core.edits import Edit, EditSet
 from dftpass.core.emitter import FileNames
 from dftpass.core.findings import Finding
-from dftpass.core.project import Project, glob_match
+from dftpass.core.project import Project
 
 if TYPE_CHECKING:
     from dftpass.core.manager import PassManager
@@ -65,8 +65,10 @@ class RunContext:
         instance = self.manager.instance(pass_id)
         self._computing.append(pass_id)
         start = time.perf_counter()
+        from dftpass.core.manager import run_pass
+
         try:
-            result = instance.run(self)
+            result = run_pass(self.manager, pass_id, lambda: instance.run(self))
         finally:
             self._computing.pop()
         self.timings.append(PassTiming(pass_id, time.perf_counter() - start))
@@ -84,19 +86,7 @@ class RunContext:
 
     def rule_enabled_for(self, rule_id: str, relpath: str) -> bool:
         """The global selection, adjusted by every ``rules.per-path`` override matching ``relpath``."""
-        cls = self.manager.registry.get(rule_id)
-        tags = cls.tags if cls else ()
-        default = cls.default_enabled if cls else True
-        enabled = rule_selected(rule_id, tags, default, self.config.get("rules.select"),
-                                self.config.get("rules.ignore"))
-        for override in self.config.get("rules.per-path"):
-            if not relpath or not glob_match(relpath, override["paths"]):
-                continue
-            if rule_selected(rule_id, tags, default, override.get("select") or [], []):
-                enabled = True
-            if any(matches(p, rule_id, tags) for p in override.get("ignore") or ()):
-                enabled = False
-        return enabled
+        return self.manager.selection.enabled_for(rule_id, relpath)
 
     def add_edit(self, relpath: str, edit: Edit) -> bool:
         if not self.rule_enabled_for(edit.rule, relpath):

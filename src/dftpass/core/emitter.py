@@ -113,7 +113,10 @@ _CANDIDATES = {
     "multiprocessing": ("multiprocessing", "_dft_multiprocessing"),
     "log": ("_dft_log", "_dft_log_"),
 }
-_API_SYMBOLS = ("ai", "dftracer", "dft_fn")
+#: the API's symbols besides ``ai``: the logger and the function decorator. :func:`recognize`
+#: returns paths that start with one of them for their uses
+OTHER_SYMBOLS = ("dftracer", "dft_fn")
+_API_SYMBOLS = ("ai", *OTHER_SYMBOLS)
 _STDLIB = ("os", "atexit", "signal", "multiprocessing")
 
 
@@ -277,6 +280,11 @@ def recognize(fs: FileSummary, text: str | None) -> str | None:
     if symbol == "ai":
         return rest
     return f"{symbol}.{rest}" if rest else symbol
+
+
+def is_ai_path(node: str | None) -> bool:
+    """Whether a path :func:`recognize` returned is below ``ai`` (not the logger's, not ``dft_fn``)."""
+    return node is not None and not node.startswith(OTHER_SYMBOLS)
 
 
 def is_node(fs: FileSummary, text: str | None, path: str, method: str = "") -> bool:

@@ -64,6 +64,27 @@ def dftpass_framework_markers() -> dict[str, list[str]]:
     """
 
 
+@hookspec
+def dftpass_knowledge() -> dict[str, list[str]]:
+    """Return library facts, by kind, that extend what the analyses recognise.
+
+    Kinds (each a list of strings; every plugin's lists are added up):
+
+    * ``module_bases``: base classes whose subclasses are models (``"keras.Model"``), matched
+      on whole dotted components from the right;
+    * ``module_base_prefixes``: qualified prefixes whose classes are models (``"torch.nn."``);
+    * ``module_call_methods``: what calling a model runs (``"forward"``, ``"call"``);
+    * ``process_launchers`` / ``process_keywords``: calls, and keywords of calls, that run a
+      function in new processes (``"spawn"``, ``"worker_init_fn"``);
+    * ``loader_factories``: calls (last component) whose result is a data loader;
+    * ``loader_modules``: qualified prefixes of data pipelines whose objects iterate batches;
+    * ``transparent_wrappers``: calls that iterate what they wrap (``"tqdm"``).
+
+    An unknown kind is an error naming the plugin. Example:
+    ``{"loader_factories": ["PaddleLoader"], "module_bases": ["paddle.nn.Layer"]}``.
+    """
+
+
 # --------------------------------------------------------------------------------------
 # Configuration
 # --------------------------------------------------------------------------------------
@@ -83,7 +104,7 @@ def dftpass_configure(config: Config) -> None:
     """Called once the configuration is resolved (all layers merged), before any pass runs.
 
     A plugin may read its options here. The configuration must not be modified: its
-    values and their sources are what ``dftpass config --show`` reports.
+    values and their sources are what ``dftpass config`` reports.
     """
 
 

@@ -36,21 +36,18 @@ from dftpass.core.values import subject as origin_subject
 
 @attrs.define
 class LoopOptions:
+    """What counts as a loader. The library lists hold what a project's configuration adds;
+    the ``loops`` analysis adds the plugins' knowledge (``dftpass_knowledge``) to them."""
+
     #: names that read like a data loader (matched on the last dotted component)
     loader_name_pattern: str = r"(?i)(^|_)(data_?)?loaders?$|(^|_)dls?$|(^|_)dataloader"
     #: classes/functions whose call returns a loader (matched on the last dotted component)
-    loader_factories: list[str] = attrs.field(factory=lambda: [
-        "DataLoader", "StatefulDataLoader", "WebLoader", "DALIGenericIterator",
-        "DALIClassificationIterator", "MpDeviceLoader", "ParallelLoader",
-    ])
+    loader_factories: list[str] = attrs.field(factory=list)
     #: qualified prefixes of data pipelines whose objects iterate batches (``tf.data``)
-    loader_modules: list[str] = attrs.field(factory=lambda: [
-        "tensorflow.data.", "tf.data.", "torch.utils.data.", "torchdata.", "grain.", "datasets.",
-    ])
-    #: calls that pass iteration through unchanged (the loop still iterates what they wrap)
-    transparent_wrappers: list[str] = attrs.field(factory=lambda: [
-        "enumerate", "tqdm", "iter", "islice", "track", "prefetch", "cycle", "as_numpy_iterator",
-    ])
+    loader_modules: list[str] = attrs.field(factory=list)
+    #: calls that pass iteration through unchanged (the loop still iterates what they wrap);
+    #: Python's own are always here
+    transparent_wrappers: list[str] = attrs.field(factory=lambda: ["enumerate", "iter", "islice", "cycle"])
     #: project functions whose call produces one batch (matched on the function's name)
     batch_producer_pattern: str = r"(?i)^_?(get|next|load|fetch|sample|make|read|draw|build)_?(mini_?)?batch(es)?$"
     #: a ``for`` loop whose variable or bound says gradient accumulation

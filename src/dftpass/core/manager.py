@@ -30,11 +30,13 @@ import pluggy
 import structlog
 
 from dftpass.core import hookspecs
-from dftpass.core.config import Config, ConfigError, Value, rule_selected
+from dftpass.core.config import Config, ConfigError, Value
 from dftpass.core.context import PassTiming, RunContext
+from dftpass.core.errors import UserError
 from dftpass.core.findings import Finding, Severity
 from dftpass.core.passes import Pass, PassKind, option_fields
 from dftpass.core.project import TOOL
+from dftpass.core.selection import Selection, is_pattern
 
 log = structlog.get_logger("dftpass")
 
@@ -44,7 +46,7 @@ BUILTIN_PLUGIN = "dftpass.plugins.builtin"
 LIBRARY_GATE = "programs"
 
 
-class PipelineError(Exception):
+class PipelineError(UserError):
     """The passes cannot form a pipeline (duplicate id, missing requirement, cycle)."""
 
 
@@ -67,9 +69,26 @@ def _entry_points() -> tuple:
     return tuple(importlib.metadata.entry_points(group=hookspecs.PROJECT_NAME))
 
 
-def make_plugin_manager(disable: Iterable[str] = (), load: Iterable[str] = ()) -> pluggy.PluginManager:
+@attrs.frozen
+class PluginFailure:
+    """A plugin that could not be loaded: skipped, and said."""
+
+    name: str
+    distribution: str
+    error: str
+
+    def __str__(self) -> str:
+        dist = f" (distribution {self.distribution})" if self.distribution else ""
+        return f"plugin {self.name!r}{dist} cannot be loaded and is skipped: {self.error}"
+
+
+def make_plugin_manager(disable: Iterable[str] = (), load: Iterable[str] = (),
+                        failures: list[PluginFailure] | None = None) -> pluggy.PluginManager:
     """A pluggy manager with the built-in plugin, the entry-point plugins (unless
-    ``DFTPASS_DISABLE_PLUGIN_AUTOLOAD=1``) minus ``disable``, and the modules in ``load``."""
+    ``DFTPASS_DISABLE_PLUGIN_AUTOLOAD=1``) minus ``disable``, and the modules in ``load``.
+    A plugin that fails to import is skipped and added to ``failures``: one broken plugin
+    does not take the tool down."""
+    failures = failures if failures is not None else []
     pm = pluggy.PluginManager(hookspecs.PROJECT_NAME)
     pm.add_hookspecs(hookspecs)
     pm.register(importlib.import_module(BUILTIN_PLUGIN), name="builtin")
@@ -79,31 +98,86 @@ def make_plugin_manager(disable: Iterable[str] = (), load: Iterable[str] = ()) -
         for ep in _entry_points():
             if pm.get_plugin(ep.name) is not None or pm.is_blocked(ep.name):
                 continue  # "builtin" is dftpass's own entry point, registered above
-            pm.register(ep.load(), name=ep.name)
+            try:
+                plugin = ep.load()
+            except Exception as exc:  # noqa: BLE001 - a plugin's bug must not stop dftpass
+                dist = getattr(getattr(ep, "dist", None), "name", "") or ""
+                failures.append(PluginFailure(ep.name, dist, f"{type(exc).__name__}: {exc}"))
+                continue
+            pm.register(plugin, name=ep.name)
     for module_name in load:
-        module = importlib.import_module(module_name)
+        try:
+            module = importlib.import_module(module_name)
+        except Exception as exc:  # noqa: BLE001
+            failures.append(PluginFailure(module_name, "", f"{type(exc).__name__}: {exc}"))
+            continue
         if not pm.is_registered(module):
             pm.register(module, name=module_name)
     return pm
 
 
+def call_hook(pm: pluggy.PluginManager, name: str, **kwargs) -> list:
+    """Call hook ``name`` on every plugin, one at a time, so that an exception names the
+    plugin that raised it."""
+    return [result for _, result in hook_results(pm, name, **kwargs)]
+
+
+def hook_results(pm: pluggy.PluginManager, name: str, **kwargs) -> list[tuple[str, object]]:
+    """``(plugin name, result)`` of every plugin's ``name`` hook that returned something."""
+    results = []
+    for impl in reversed(getattr(pm.hook, name).get_hookimpls()):
+        try:
+            result = impl.function(**{k: v for k, v in kwargs.items() if k in impl.argnames})
+        except Exception as exc:
+            raise PluginError(f"plugin {impl.plugin_name!r} failed in its {name} hook: "
+                              f"{type(exc).__name__}: {exc}") from exc
+        if result is not None:
+            results.append((impl.plugin_name, result))
+    return results
+
+
+#: the kinds of library facts plugins may contribute (hookspecs.dftpass_knowledge)
+KNOWLEDGE_KINDS = ("module_bases", "module_base_prefixes", "module_call_methods", "process_launchers",
+                   "process_keywords", "loader_factories", "loader_modules", "transparent_wrappers")
+
+
+class PluginError(Exception):
+    """A plugin's hook or pass raised; the message names the plugin (and the pass)."""
+
+
+def run_pass(manager: "PassManager", pass_id: str, run):
+    """``run()``, with an exception turned into one that names the pass and its plugin."""
+    try:
+        return run()
+    except (PluginError, UserError):
+        raise
+    except Exception as exc:
+        plugin = manager.provider.get(pass_id, "?")
+        raise PluginError(f"pass {pass_id} (plugin {plugin!r}) failed: {type(exc).__name__}: {exc}") from exc
+
+
 class PassManager:
     def __init__(self, config: Config) -> None:
         self.config = config
-        try:
-            self.pm = make_plugin_manager(config.get("plugins.disable"), config.get("plugins.load"))
-        except ImportError as exc:
-            src = config.source("plugins.load")
-            raise ConfigError(f"{src}: a plugin module cannot be imported: {exc}") from exc
+        #: plugins that could not be loaded (reported once by the command line, then skipped)
+        self.failures: list[PluginFailure] = []
+        self.pm = make_plugin_manager(config.get("plugins.disable"), config.get("plugins.load"), self.failures)
         self.registry: dict[str, type[Pass]] = {}
         self.provider: dict[str, str] = {}  # pass id -> plugin name
         self._instances: dict[str, Pass] = {}
         self._collect_passes()
+        #: which rules are on, globally and per file (the one place that decides)
+        self.selection = Selection(config, self.registry)
 
     # -- discovery ---------------------------------------------------------------------
     def _collect_passes(self) -> None:
         for impl in self.pm.hook.dftpass_passes.get_hookimpls():
-            for cls in impl.function() or ():
+            try:
+                classes = impl.function() or ()
+            except Exception as exc:
+                raise PluginError(f"plugin {impl.plugin_name!r} failed in its dftpass_passes hook: "
+                                  f"{type(exc).__name__}: {exc}") from exc
+            for cls in classes:
                 if not (isinstance(cls, type) and issubclass(cls, Pass)) or not cls.id:
                     raise PipelineError(f"plugin {impl.plugin_name!r} returned {cls!r}, not a Pass class with an id")
                 if cls.id in self.registry and self.registry[cls.id] is not cls:
@@ -137,9 +211,21 @@ class PassManager:
     def rules(self) -> list[type[Pass]]:
         return sorted((c for c in self.registry.values() if c.is_rule()), key=lambda c: natural_key(c.id))
 
+    @functools.cached_property
+    def knowledge(self) -> dict[str, tuple[str, ...]]:
+        """Every plugin's library facts (``dftpass_knowledge``), added up by kind."""
+        out: dict[str, list[str]] = {k: [] for k in KNOWLEDGE_KINDS}
+        for plugin, facts in hook_results(self.pm, "dftpass_knowledge"):
+            for kind, values in facts.items():
+                if kind not in out:
+                    raise PluginError(f"plugin {plugin!r} gives knowledge of unknown kind {kind!r} "
+                                      f"(kinds: {', '.join(KNOWLEDGE_KINDS)})")
+                out[kind].extend(v for v in values if v not in out[kind])
+        return {k: tuple(v) for k, v in out.items()}
+
     def framework_markers(self) -> dict[str, list[str]]:
         out: dict[str, list[str]] = {}
-        for markers in self.pm.hook.dftpass_framework_markers():
+        for markers in call_hook(self.pm, "dftpass_framework_markers"):
             for fw, prefixes in (markers or {}).items():
                 out.setdefault(fw, []).extend(prefixes)
         return out
@@ -154,11 +240,24 @@ class PassManager:
         ids = list(self.registry)
         for key in ("rules.select", "rules.ignore"):
             for pattern in self.config.get(key) or ():
-                if pattern.startswith("tag:") or pattern == "ALL" or "*" in pattern or "?" in pattern:
+                if is_pattern(pattern):
                     continue
                 if pattern not in ids:
                     src = self.config.source(key)
-                    raise ConfigError(f"{src.path or src.layer}:{src.line}: {key} names unknown rule {pattern!r}")
+                    where = f"{src.path or src.layer}:{src.line}: {key} names"
+                    if self.failures:  # the rule may be one of a plugin that did not load
+                        raise PluginError(f"{where} rule {pattern!r}, which no loaded plugin has; "
+                                          + "; ".join(map(str, self.failures)))
+                    if self.blocked():
+                        raise ConfigError(f"{where} rule {pattern!r}, which no loaded plugin has; blocked by "
+                                          f"plugins.disable: {', '.join(self.blocked())}")
+                    raise ConfigError(f"{where} unknown rule {pattern!r}")
+        known = {ep.name for ep in _entry_points()} - {"builtin"}  # dftpass's own passes cannot be disabled
+        for name in self.config.get("plugins.disable") or ():
+            if name not in known:
+                src = self.config.source("plugins.disable")
+                raise ConfigError(f"{src.path or src.layer}:{src.line}: plugins.disable names {name!r}, which is "
+                                  f"not an installed plugin (installed: {', '.join(sorted(known))})")
         for pass_id in self.registry:
             self.options_for(pass_id)
 
@@ -189,18 +288,8 @@ class PassManager:
     def selected_rules(self, only: Iterable[str] | None = None,
                        kinds: tuple[PassKind, ...] = (PassKind.TRANSFORM, PassKind.CHECK)) -> list[str]:
         """The rules of ``kinds`` the configuration switches on (``only``: exactly these passes)."""
-        select, ignore = self.config.get("rules.select"), self.config.get("rules.ignore")
-        per_path = self.config.get("rules.per-path")
-        chosen = []
-        for cls in self.rules():
-            if cls.kind not in kinds:
-                continue
-            on = rule_selected(cls.id, cls.tags, cls.default_enabled, select, ignore)
-            # a rule switched on for some paths only is in the pipeline; ctx filters per file
-            on = on or any(rule_selected(cls.id, cls.tags, cls.default_enabled, o.get("select") or [], [])
-                           for o in per_path if o.get("select"))
-            if on:
-                chosen.append(cls.id)
+        # a rule switched on for some paths only is in the pipeline; the context filters per file
+        chosen = [cls.id for cls in self.rules() if cls.kind in kinds and self.selection.in_pipeline(cls.id)]
         if only is not None:
             only = list(only)
             unknown = [p for p in only if p not in self.registry]
@@ -258,7 +347,7 @@ class PassManager:
         return f"skipped: needs {' or '.join(cls.frameworks)}"
 
     def run(self, ctx: RunContext, pipeline: list[str]) -> None:
-        self.pm.hook.dftpass_configure(config=self.config)
+        call_hook(self.pm, "dftpass_configure", config=self.config)
         for pid in pipeline:
             cls = self.registry[pid]
             if cls.kind == PassKind.ANALYSIS:
@@ -279,7 +368,7 @@ class PassManager:
                 log.debug("pass skipped", pass_id=pid, reason=why)
                 continue
             start = time.perf_counter()
-            self.instance(pid).run(ctx)
+            run_pass(self, pid, lambda: self.instance(pid).run(ctx))
             ctx.timings.append(PassTiming(pid, time.perf_counter() - start))
 
 

@@ -30,6 +30,18 @@ class NoOptions:
 
 
 @attrs.frozen
+class Expect:
+    """A finding a :class:`Case` must produce: its severity (``"error"``, ``"warning"``,
+    ``"info"``), a fragment of its message, and optionally the rule (default: the case's own
+    rule) and the line of ``before`` it is reported on."""
+
+    severity: str
+    message: str
+    rule: str | None = None
+    line: int | None = None
+
+
+@attrs.frozen
 class Case:
     """One example of a rule, used as documentation (``dftpass explain``) and as a test.
 
@@ -37,6 +49,10 @@ class Case:
     INVALID case the rule alone must turn it into ``after`` (the import block included),
     and running the rule again on ``after`` must change nothing. ``files`` adds more files
     to the throwaway project (path -> source); ``path`` is where ``before`` goes.
+
+    ``findings`` are the warnings and errors the rule must report on the case (each an
+    :class:`Expect`); a warning or error of the rule that is not listed fails the case, and
+    so do the notes (``info``) listed but not reported.
     """
 
     before: str
@@ -44,6 +60,7 @@ class Case:
     path: str = "train.py"
     files: dict[str, str] = attrs.field(factory=dict)
     options: dict[str, Any] = attrs.field(factory=dict)
+    findings: tuple[Expect, ...] = ()
 
 
 class Pass:

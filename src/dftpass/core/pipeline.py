@@ -24,8 +24,9 @@ from dftpass.core.config import Config
 from dftpass.core.context import PassTiming, RunContext
 from dftpass.core.edits import Edit, EditSet
 from dftpass.core.findings import Finding, Severity
-from dftpass.core.manager import PassManager
+from dftpass.core.manager import PassManager, call_hook, natural_key
 from dftpass.core.progress import Progress
+from dftpass.core.provenance import record
 from dftpass.core.project import TOOL, Project, pool_context
 
 log = structlog.get_logger("dftpass")
@@ -42,6 +43,8 @@ class FileResult:
     new: bytes | None
     encoding: str = "utf-8"
     error: str | None = None
+    #: what dftpass wrote into the file, for ``dftpass strip`` (:mod:`dftpass.core.provenance`)
+    provenance: dict | None = None
 
     @property
     def changed(self) -> bool:
@@ -95,6 +98,13 @@ class AnnotateResult:
 
     def edits(self) -> list[tuple[str, Edit]]:
         return [(rel, e) for rel, f in sorted(self.files.items()) for e in f.edits]
+
+    def changes(self) -> list[tuple[str, int, str, str]]:
+        """One ``(file, line, rule, why)`` per change a reader would name, sorted by file and
+        line: a region's two halves (its start before a statement, its stop after it) are
+        two edits but one change."""
+        unique = {(rel, e.line, e.rule, e.why) for rel, e in self.edits()}
+        return sorted(unique, key=lambda c: (c[0], c[1], natural_key(c[2]), c[3]))
 
 
 def _apply_one(root: str, relpath: str, edit_set: EditSet, anchor: int) -> "Applied":
@@ -161,6 +171,9 @@ def _annotate(root: Path, config: Config, mode: str, passes: Iterable[str] | Non
     ctx = RunContext(config, project, manager, mode)
     ctx.timings.append(PassTiming("(read + parse + summarize)", time.perf_counter() - start))
     ctx.findings.extend(project.problems())
+    if not project.files:  # almost always the wrong folder, or include/exclude globs that miss
+        ctx.findings.append(Finding(TOOL, "no Python files to read here (files.include and files.exclude decide "
+                                    "which are read; `dftpass config` shows them)", "", 0, 0, Severity.WARNING))
     log.info("project read", root=str(project.root), files=len(project.files),
              unreadable=len(ctx.findings), seconds=round(time.perf_counter() - start, 3), jobs=jobs)
 
@@ -174,7 +187,11 @@ def _annotate(root: Path, config: Config, mode: str, passes: Iterable[str] | Non
 
     if mode == "validate":
         for relpath, edit_set in sorted(ctx.edit_sets.items()):
+            said = set()  # a region's start and stop are one thing missing, said once
             for e in edit_set.edits:
+                if (e.line, e.rule, e.why) in said:
+                    continue
+                said.add((e.line, e.rule, e.why))
                 ctx.findings.append(Finding(e.rule, f"not annotated: {e.why}", relpath, e.line, 0,
                                             Severity.WARNING, fix=type(e).__name__))
             files[relpath] = FileResult(relpath, list(edit_set.edits), b"", None)
@@ -196,7 +213,9 @@ def _annotate(root: Path, config: Config, mode: str, passes: Iterable[str] | Non
         for applied in _apply_all(str(project.root), items, jobs):
             edit_set = ctx.edit_sets[applied.relpath]
             files[applied.relpath] = FileResult(applied.relpath, list(edit_set.edits), applied.original,
-                                                applied.new, applied.encoding, applied.error)
+                                                applied.new, applied.encoding, applied.error,
+                                                None if applied.error else record(ctx.summary(applied.relpath),
+                                                                                  edit_set))
             if applied.error:
                 log.warning("file left untouched", path=applied.relpath, reason=applied.error)
                 ctx.findings.append(Finding(TOOL, applied.error, applied.relpath, 0, 0, Severity.ERROR))
@@ -205,7 +224,7 @@ def _annotate(root: Path, config: Config, mode: str, passes: Iterable[str] | Non
     result = AnnotateResult(mode, project.root, pipeline, files, ctx.findings, ctx.timings, len(project.files))
     log.info("planned", mode=mode, edits=len(result.edits()), files_changed=len(result.changed()),
              findings=len(result.findings))
-    manager.pm.hook.dftpass_run_finished(ctx=ctx, result=result)
+    call_hook(manager.pm, "dftpass_run_finished", ctx=ctx, result=result)
     return result
 
 

@@ -140,6 +140,14 @@ def _stmt(code: str) -> cst.BaseStatement:
     return cst.parse_statement(code if code.endswith("\n") else code + "\n")
 
 
+def _small(code: str) -> cst.BaseSmallStatement:
+    """The one small statement of ``code`` (``ai.compute.step.start()``)."""
+    line = _stmt(code)
+    if not isinstance(line, cst.SimpleStatementLine) or len(line.body) != 1:
+        raise EditError(f"not one simple statement: {code!r}")
+    return line.body[0]
+
+
 def _stmts(code: str) -> list[cst.BaseStatement]:
     """One or more statements (a lifecycle block is several)."""
     return list(cst.parse_module(code if code.endswith("\n") else code + "\n").body)
@@ -196,11 +204,27 @@ class _Apply(cst.CSTTransformer):
             edits = self.small.get(id(orig))
             if not edits:
                 out.append(upd)
+            elif isinstance(orig, cst.SimpleStatementLine) and len(orig.body) > 1 and not any(
+                    isinstance(e, WrapStmt) for group in edits.values() for e in group):
+                out.append(self._insert_in_line(upd, edits))
             elif isinstance(orig, cst.SimpleStatementLine):
                 out.extend(self._split_line(upd, edits))
             else:
                 out.extend(self._around(upd, edits.get(None, [])))
         return out
+
+    def _insert_in_line(self, line: cst.SimpleStatementLine, edits: dict) -> cst.SimpleStatementLine:
+        """``opt.step(); opt.zero_grad()``: start/stop go into the same line, next to the
+        statement they surround (the line stays one line, and ``strip`` can give it back)."""
+        semicolon = cst.Semicolon(whitespace_after=cst.SimpleWhitespace(" "))
+        smalls: list[cst.BaseSmallStatement] = []
+        for k, small in enumerate(line.body):
+            group = edits.get(k, [])
+            smalls += [_small(e.code) for e in group if isinstance(e, InsertBefore)]
+            smalls.append(small)
+            smalls += [_small(e.code) for e in group if isinstance(e, InsertAfter)]
+        smalls = [x.with_changes(semicolon=semicolon) for x in smalls[:-1]] + [_strip_semicolon(smalls[-1])]
+        return line.with_changes(body=smalls)
 
     def _split_line(self, line: cst.SimpleStatementLine, edits: dict) -> list[cst.BaseStatement]:
         """Give each edited small statement its own line, then edit around it."""
@@ -299,7 +323,7 @@ class _Apply(cst.CSTTransformer):
                 imp = _dftracer_import(stmt)
                 if imp is not None:
                     names = list(imp.names) if not isinstance(imp.names, cst.ImportStar) else []
-                    if names:
+                    if names and not isinstance(names[-1].comma, cst.Comma):
                         names[-1] = names[-1].with_changes(comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" ")))
                     for k, (name, alias) in enumerate(api):
                         last = k == len(api) - 1

@@ -138,6 +138,8 @@ class LoopSummary:
     forever: bool = False
     #: the innermost iterable (below the call layers) is a literal: ``['train', 'val']``
     literal_iter: bool = False
+    #: the target is a tuple written in parentheses: ``for (x, y) in ...``
+    target_parens: bool = False
 
 
 class Assign(NamedTuple):
@@ -660,6 +662,9 @@ class _FunctionWalker:
             loop.single_target = target.id
         elif isinstance(target, ast.Tuple) and target.elts and isinstance(target.elts[0], ast.Name):
             loop.first_target = target.elts[0].id
+        if isinstance(target, ast.Tuple) and target.elts:
+            first = target.elts[0]
+            loop.target_parens = (target.lineno, target.col_offset) != (first.lineno, first.col_offset)
         self.b.bound.update(loop.target_names)
         node = stmt.iter
         loop.iter_text = _short_unparse(node)
@@ -760,9 +765,6 @@ def _exec_include(node: ast.Call) -> str | None:
     return None
 
 
-_FRAMEWORK_IMPORTS = ("torch", "tensorflow", "jax", "keras", "lightning", "pytorch_lightning")
-
-
 def _sets_environment(stmt: ast.stmt) -> bool:
     """``os.environ[...] = ...``, ``os.environ.update/setdefault(...)``, ``os.putenv(...)``."""
     for node in ast.walk(stmt):
@@ -776,18 +778,13 @@ def _sets_environment(stmt: ast.stmt) -> bool:
     return False
 
 
-def _imports_framework(stmt: ast.stmt) -> bool:
-    if isinstance(stmt, ast.Import):
-        return any(a.name.split(".")[0] in _FRAMEWORK_IMPORTS for a in stmt.names)
-    if isinstance(stmt, ast.ImportFrom) and not stmt.level and stmt.module:
-        return stmt.module.split(".")[0] in _FRAMEWORK_IMPORTS
-    return False
-
-
 def _import_anchor(tree: ast.Module) -> int:
     """Where dftpass's imports go: after the docstring and ``from __future__`` imports; and
-    after any environment set-up that precedes the first framework import, because importing
-    ``dftracer.python`` imports torch, which must see that environment."""
+    after the last environment set-up of the file's leading set-up block (imports,
+    ``sys.path``, ``os.environ``), because importing ``dftracer.python`` imports torch, and
+    whatever the environment is set for (CUDA_VISIBLE_DEVICES, OMP_NUM_THREADS, XLA_FLAGS)
+    must be in place before it. No list of frameworks: set-up the file does before its
+    imports is for them, whichever they are."""
     i = 0
     body = tree.body
     if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant) \
@@ -797,7 +794,7 @@ def _import_anchor(tree: ast.Module) -> int:
         i += 1
     anchor = i
     for k in range(i, len(body)):
-        if _imports_framework(body[k]):
+        if not _is_setup(body[k]):
             break
         if _sets_environment(body[k]):
             anchor = k + 1

@@ -21,9 +21,12 @@ from pathlib import Path
 
 import structlog
 
+from dftpass.core import provenance
+from dftpass.core.errors import UserError
 from dftpass.core.findings import Finding, Severity
 from dftpass.core.pipeline import AnnotateResult
 from dftpass.core.project import TOOL
+from dftpass.core.provenance import Records
 
 log = structlog.get_logger("dftpass")
 
@@ -31,7 +34,7 @@ STATE_DIR = ".dftpass"  # dftpass's own folder inside a tree it wrote
 _COPY_IGNORE = {".git", ".hg", ".svn", "__pycache__", STATE_DIR, ".mypy_cache", ".pytest_cache", ".ruff_cache"}
 
 
-class UnsafeWrite(Exception):
+class UnsafeWrite(UserError):
     """A write would land outside the allowed root."""
 
 
@@ -149,7 +152,7 @@ def write_in_place(result: AnnotateResult) -> Path | None:
     changed = result.changed()
     backup = None
     if changed:
-        backup = root / STATE_DIR / "backup" / time.strftime("%Y%m%d-%H%M%S")
+        backup = _new_backup_dir(root)
         for f in changed:
             atomic_write(backup / f.relpath, f.original, root)
         for f in changed:
@@ -161,10 +164,27 @@ def write_in_place(result: AnnotateResult) -> Path | None:
     return backup
 
 
+def _new_backup_dir(root: Path) -> Path:
+    """``.dftpass/backup/<time>``, never one an earlier command of the same second used."""
+    base = root / STATE_DIR / "backup" / time.strftime("%Y%m%d-%H%M%S")
+    path, n = base, 1
+    while path.exists():
+        n += 1
+        path = base.with_name(f"{base.name}-{n}")
+    return path
+
+
 def _write_state(result: AnnotateResult, root: Path) -> None:
     state = root / STATE_DIR
     atomic_write(state / "patches" / "annotation.patch", result.diff_bytes(), root)
     atomic_write(state / "report.json", json.dumps(report_dict(result), indent=2).encode("utf-8"), root)
+    # what earlier runs wrote into the project (an annotated tree annotated again) stays on record
+    records = Records.read(result.root / STATE_DIR) or Records()
+    for f in result.changed():
+        if f.provenance is not None:
+            records.add(f.relpath, f.provenance)
+    if records.files:
+        atomic_write(state / provenance.FILE, records.to_bytes(), root)
 
 
 def report_dict(result: AnnotateResult) -> dict:
@@ -181,3 +201,36 @@ def report_dict(result: AnnotateResult) -> dict:
         "findings": [f.to_dict() for f in result.findings],
         "timings": [{"pass": t.pass_id, "seconds": round(t.seconds, 6), "status": t.status} for t in result.timings],
     }
+
+
+def strip_outputs(result: AnnotateResult, out: Path | None, in_place: bool) -> str:
+    """Write what ``strip`` produced: a copy (default ``PROJECT-stripped``) or in place with
+    backups. The record of what dftpass wrote goes with the annotations: a stripped tree has
+    none left to strip."""
+    if in_place:
+        root = result.root
+        changed = result.changed()
+        if changed:
+            backup = _new_backup_dir(root)
+            for f in changed:
+                atomic_write(backup / f.relpath, f.original, root)
+            for f in changed:
+                target = root / f.relpath
+                atomic_write(target, f.new, root, mode=os.stat(target).st_mode & 0o7777)
+        _write_strip_state(result, root)
+        return "in place"
+    out = (out or result.root.with_name(result.root.name + "-stripped")).resolve()
+    prepare_output(result.root, out)
+    result.findings.extend(copy_project(result.root, out))
+    for f in result.changed():
+        atomic_write(out / f.relpath, f.new, out, mode=os.stat(result.root / f.relpath).st_mode & 0o7777)
+    _write_strip_state(result, out)
+    return f"to {out}"
+
+
+def _write_strip_state(result: AnnotateResult, root: Path) -> None:
+    state = root / STATE_DIR
+    atomic_write(state / "report.json", json.dumps(report_dict(result), indent=2).encode("utf-8"), root)
+    stale = state / provenance.FILE
+    if stale.is_file():
+        stale.unlink()

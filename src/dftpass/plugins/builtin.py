@@ -22,6 +22,7 @@ from dftpass.plugins.pipeline.ml_r6_batch_loop import BatchLoop
 from dftpass.plugins.pipeline.ml_r8_step_metadata import StepMetadata
 from dftpass.plugins.trace.ml_r15_trace_categories import TraceCategories
 from dftpass.plugins.trace.ml_r16_hip_events import HipEvents
+from dftpass.plugins.knowledge import BUILTIN_KNOWLEDGE
 from dftpass.plugins.trace.ml_r24_overlap import ComputeLoaderOverlap
 
 PASSES = [
@@ -50,3 +51,8 @@ PASSES = [
 @hookimpl
 def dftpass_passes():
     return PASSES
+
+
+@hookimpl
+def dftpass_knowledge():
+    return BUILTIN_KNOWLEDGE

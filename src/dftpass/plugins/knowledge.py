@@ -145,13 +145,34 @@ def calls_at(fn: FunctionSummary, path: StmtPath | None) -> list[CallSite]:
 
 # -- program and resolution knowledge ---------------------------------------------------------
 
-def resolution_hints() -> ResolutionHints:
-    """What the call graph and value flow cannot read from the project's code."""
+#: the libraries dftpass knows out of the box, by kind (see hookspecs.dftpass_knowledge);
+#: a framework plugin adds its own through the same hook
+BUILTIN_KNOWLEDGE: dict[str, list[str]] = {
+    "module_bases": ["nn.Module", "torch.nn.Module", "LightningModule", "pl.LightningModule"],
+    "module_base_prefixes": ["torch.nn.", "nn."],
+    "module_call_methods": ["forward"],
+    "process_launchers": ["spawn", "start_processes", "Process"],
+    "process_keywords": ["worker_init_fn"],
+    "loader_factories": ["DataLoader", "StatefulDataLoader", "WebLoader", "DALIGenericIterator",
+                         "DALIClassificationIterator", "MpDeviceLoader", "ParallelLoader"],
+    # not torch.utils.data. or datasets.: their Dataset classes are not loaders, and a loop
+    # over a dataset's items would be wrapped as a batch loop (seen on torch's own sources)
+    "loader_modules": ["tensorflow.data.", "tf.data.", "torchdata.", "grain."],
+    "transparent_wrappers": ["tqdm", "track", "prefetch", "as_numpy_iterator"],
+}
+
+
+def resolution_hints(knowledge: dict[str, tuple[str, ...]] | None = None) -> ResolutionHints:
+    """What the call graph and value flow cannot read from the project's code: the plugins'
+    ``knowledge`` (:attr:`PassManager.knowledge`; default: dftpass's own) and the value-flow
+    facts below."""
+    knowledge = knowledge if knowledge is not None else BUILTIN_KNOWLEDGE
     return ResolutionHints(
-        process_launchers=frozenset({"spawn", "start_processes", "Process"}),
-        process_keywords=frozenset({"worker_init_fn"}),
-        module_bases=("nn.Module", "torch.nn.Module", "LightningModule", "pl.LightningModule"),
-        module_base_prefixes=("torch.nn.", "nn."),
+        process_launchers=frozenset(knowledge["process_launchers"]),
+        process_keywords=frozenset(knowledge["process_keywords"]),
+        module_bases=tuple(knowledge["module_bases"]),
+        module_base_prefixes=tuple(knowledge["module_base_prefixes"]),
+        module_call_methods=tuple(knowledge["module_call_methods"]),
         values=ValueHints(
             identity_methods=frozenset({"to", "cuda", "cpu", "train", "eval", "float", "half", "double",
                                         "bfloat16", "requires_grad_", "share_memory", "to_empty"}),

@@ -22,12 +22,14 @@ from pathlib import Path
 
 import attrs
 
+from dftpass.core.errors import UserError
+
 RUN_FILE = "run.json"
 TRACE_PREFIX = "trace"  # DFTRACER_LOG_FILE = <raw>/rep-<k>/trace -> trace-<hash>-<app|fork>.pfw.gz
 _LABEL = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 
 
-class LayoutError(Exception):
+class LayoutError(UserError):
     """A path that is not a run or a workspace."""
 
 

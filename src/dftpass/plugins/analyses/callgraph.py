@@ -15,4 +15,5 @@ class CallGraphAnalysis(Pass):
     kind = PassKind.ANALYSIS
 
     def run(self, ctx) -> CallGraph:
-        return build_callgraph(ctx.project.summaries(), ctx.project.console_scripts(), resolution_hints())
+        return build_callgraph(ctx.project.summaries(), ctx.project.console_scripts(),
+                               resolution_hints(ctx.manager.knowledge))

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import attrs
+
 from dftpass.core import emitter
 from dftpass.core.loops import LoopAnalysis, LoopOptions
 from dftpass.core.passes import Pass, PassKind
-from dftpass.plugins.knowledge import does_step
+from dftpass.plugins.knowledge import BUILTIN_KNOWLEDGE, does_step
 
 
 class LoopsAnalysis(Pass):
@@ -13,8 +15,12 @@ class LoopsAnalysis(Pass):
 
     Options:
         loader_name_pattern: regex for names that read like data loaders.
-        loader_factories: calls whose result is a loader (``DataLoader``, ``WebLoader``...).
-        transparent_wrappers: calls that iterate what they wrap (``enumerate``, ``tqdm``...).
+        loader_factories: more calls whose result is a loader (added to ``DataLoader``,
+            ``WebLoader``... and what framework plugins know).
+        loader_modules: more qualified prefixes of data pipelines (``tf.data.``...).
+        transparent_wrappers: more calls that iterate what they wrap (``tqdm``...).
+        batch_producer_pattern, accumulation_pattern, epoch_name_pattern: regexes (see
+            :class:`dftpass.core.loops.LoopOptions`).
     """
 
     id = "loops"
@@ -25,5 +31,14 @@ class LoopsAnalysis(Pass):
 
     def run(self, ctx) -> LoopAnalysis:
         graph = ctx.analysis("callgraph")
-        return LoopAnalysis(graph, self.options, emitter.recognize,
+        return LoopAnalysis(graph, with_knowledge(self.options, ctx.manager.knowledge), emitter.recognize,
                             lambda function_id, loops: does_step(graph, function_id, loops)).run()
+
+
+def with_knowledge(options: LoopOptions, knowledge: dict[str, tuple[str, ...]] | None = None) -> LoopOptions:
+    """``options`` with the plugins' library lists added (default: dftpass's own knowledge):
+    a project's ``loader_factories`` adds to ``DataLoader`` and the others, never replaces them."""
+    known = knowledge if knowledge is not None else BUILTIN_KNOWLEDGE
+    return attrs.evolve(options, **{
+        kind: list(dict.fromkeys([*known[kind], *getattr(options, kind)]))
+        for kind in ("loader_factories", "loader_modules", "transparent_wrappers")})

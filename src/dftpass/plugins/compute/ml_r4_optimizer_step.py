@@ -58,8 +58,7 @@ class OptimizerStep(Pass):
             "        self.sgd.step(); self.sgd.zero_grad()\n",
             "from dftracer.python import ai\nimport torch\n\n\nclass T:\n    def __init__(self, model):\n"
             "        self.sgd = torch.optim.SGD(model.parameters(), lr=0.1)\n\n    def step(self):\n"
-            "        ai.compute.step.start()\n        self.sgd.step()\n        ai.compute.step.stop()\n"
-            "        self.sgd.zero_grad()\n",
+            "        ai.compute.step.start(); self.sgd.step(); ai.compute.step.stop(); self.sgd.zero_grad()\n",
         ),
     ]
 

@@ -187,7 +187,7 @@ class ForwardBackward(Pass):
                 handled |= self._wrap_call(ctx, graph, function_id, call, "compute.forward",
                                            f"model call {call.callee}(): {reason}")
         if not handled:
-            tops = [c for c in graph.classes if "forward" in graph.classes[c][1].methods
+            tops = [c for c in graph.classes if _forward_method(graph, c)
                     and graph.is_module_class(c) and _top_level(graph, c)]
             if len(tops) > MAX_FALLBACK_MODELS:
                 ctx.report(Finding(self.id, f"{len(tops)} model classes and no model call found in a batch loop: "
@@ -198,7 +198,8 @@ class ForwardBackward(Pass):
                 decorate.setdefault(class_id, f"forward of model {graph.classes[class_id][1].name}")
         for class_id, why in sorted(decorate.items()):
             fs, cs = graph.classes[class_id]
-            fn = fs.function(cs.methods["forward"]) if "forward" in cs.methods else None
+            method = _forward_method(graph, class_id)
+            fn = fs.function(cs.methods[method]) if method else None
             if fn is None:
                 continue
             if has_region(fs, fn, "compute.forward"):
@@ -302,3 +303,10 @@ def _top_level(graph, class_id: str) -> bool:
 def _is_stub(fn) -> bool:
     """An abstract placeholder: ``pass``, ``...`` or ``raise NotImplementedError``."""
     return fn.n_stmts - fn.has_docstring <= 1 and all(c.callee == "NotImplementedError" for c in fn.calls)
+
+
+def _forward_method(graph, class_id: str) -> str | None:
+    """The name of the class's own method that calling the model runs (``forward``, or what a
+    framework plugin names in ``module_call_methods``)."""
+    methods = graph.classes[class_id][1].methods
+    return next((m for m in graph.hints.module_call_methods if m in methods), None)

@@ -8,7 +8,7 @@ from dftpass.core.callgraph import Entry, fid
 from dftpass.core.edits import InsertBefore, WrapBody
 from dftpass.core.emitter import aliases, is_initialize, recognize
 from dftpass.core.findings import Finding, Severity
-from dftpass.core.passes import Case, Pass, PassKind
+from dftpass.core.passes import Case, Expect, Pass, PassKind
 from dftpass.core.placement import function_region, has_region
 from dftpass.core.summary import MODULE_SCOPE
 
@@ -96,6 +96,12 @@ class ProgramLifecycle(Pass):
         "import torch\nfrom dftracer.python import dftracer\n\n\ndef main():\n"
         "    log = dftracer.initialize_log(None, None, -1)\n    torch.ones(1).sum().backward()\n"
         "    log.finalize()\n\n\nif __name__ == '__main__':\n    main()\n",
+        # two initializations in one process: nothing is added, and it is an error
+        Case("import torch\nfrom dftracer.python import dftracer\n\n\ndef setup():\n"
+             "    return dftracer.initialize_log(None, None, -1)\n\n\ndef main():\n"
+             "    log = dftracer.initialize_log(None, None, -1)\n    setup()\n    torch.ones(1).sum().backward()\n"
+             "    log.finalize()\n\n\nif __name__ == '__main__':\n    main()\n",
+             findings=(Expect("error", "initializes dftracer 2 times", line=16),)),
     ]
     INVALID = [
         Case(

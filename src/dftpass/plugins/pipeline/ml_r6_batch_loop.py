@@ -5,7 +5,7 @@ from __future__ import annotations
 from dftpass.core.edits import InsertAfter, InsertBefore, WrapIter
 from dftpass.core.emitter import is_node
 from dftpass.core.findings import Finding, Severity
-from dftpass.core.passes import Case, Pass, PassKind
+from dftpass.core.passes import Case, Expect, Pass, PassKind
 from dftpass.core.placement import function_region, has_region
 from dftpass.plugins.knowledge import calls_at, sibling
 
@@ -84,6 +84,13 @@ class BatchLoop(Pass):
             "from dftracer.python import ai\nfrom tqdm import tqdm\n\n\ndef run(val_loader):\n"
             "    for images, labels in ai.dataloader.fetch.iter(tqdm(val_loader, desc='val')):  # progress\n"
             "        pass\n",
+        ),
+        Case(
+            # a loop that can break: wrapped, and the lost last iteration is said
+            "def run(loader, dry_run):\n    for batch in loader:\n        if dry_run:\n            break\n",
+            "from dftracer.python import ai\n\n\ndef run(loader, dry_run):\n"
+            "    for batch in ai.dataloader.fetch.iter(loader):\n        if dry_run:\n            break\n",
+            findings=(Expect("warning", "the loop can `break`", line=2),),
         ),
         Case(
             "def run(self_dl, other):\n    for a, b in zip(self_dl, other):\n        pass\n",

@@ -36,7 +36,7 @@ def categories_in_code(project) -> set[str]:
             texts.update(layer.callee for loop in fn.loops for layer in loop.layers)
         for text in texts:
             node = E.recognize(fs, text)
-            if node is None or node.startswith(("dftracer", "dft_fn")) or node == "update":
+            if not E.is_ai_path(node) or node == "update":
                 continue
             if node == "":
                 found.add(E.NODES[""][0])

@@ -1,0 +1,64 @@
+"""What every subcommand shares: the configuration options, :func:`load`, :class:`UsageError`.
+
+The command line (:mod:`dftpass.cli`) sits on top of this module; nothing here imports it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from dftpass.core.config import cli_overrides, load_config
+from dftpass.core.errors import UserError
+from dftpass.core.manager import PassManager
+
+
+class UsageError(UserError):
+    """A command-line mistake; exit code 2."""
+
+
+def add_config_options(p: argparse.ArgumentParser, *, rules: bool = True, jobs: bool = True) -> None:
+    """The configuration options, and ``-v``/``-q``. ``rules=False`` and ``jobs=False`` leave
+    out ``--select``/``--ignore`` and ``--jobs`` where they would change nothing."""
+    g = p.add_argument_group("configuration")
+    g.add_argument("--config", type=Path, help="project configuration file (default: dftpass.yaml or "
+                   "[tool.dftpass] in the project's pyproject.toml)")
+    if rules:
+        g.add_argument("--select", action="append", metavar="RULES",
+                       help="rules to run (ids, globs like ML-R2*, tag:NAME); repeatable")
+        g.add_argument("--ignore", action="append", metavar="RULES", help="rules to switch off; repeatable")
+    g.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                   help="any configuration key, e.g. --set files.max-bytes=500000; repeatable")
+    if jobs:
+        g.add_argument("--jobs", "-j", type=int, help="worker processes for per-file work (default 1)")
+    g.add_argument("--trust-project-plugins", action="store_true",
+                   help="let the project's configuration load plugin modules (plugins.load) from its tree")
+    add_output_options(g)
+
+
+def add_output_options(p) -> None:
+    """``-v``/``-q`` after the command name too (``dftpass run -v``), as the hints suggest.
+
+    ``SUPPRESS`` keeps a subcommand's default from overwriting what was given before the
+    command name."""
+    p.add_argument("-v", "--verbose", action="count", default=argparse.SUPPRESS,
+                   help="more detail on stderr (repeat for debug)")
+    p.add_argument("-q", "--quiet", action="store_true", default=argparse.SUPPRESS, help="warnings and errors only")
+
+
+def load(args: argparse.Namespace):
+    """The resolved configuration and a pass manager for a command's arguments."""
+    sets = list(getattr(args, "set", []) or [])
+    if getattr(args, "trust_project_plugins", False):
+        sets.append("plugins.trust-project=true")
+    overrides = cli_overrides(getattr(args, "select", None), getattr(args, "ignore", None),
+                              getattr(args, "jobs", None), sets)
+    project = getattr(args, "project", None)
+    if project is not None and not project.is_dir():
+        raise UsageError(f"{project}: not a folder")
+    config = load_config(project, overrides, getattr(args, "config", None), cli_args=args)
+    manager = PassManager(config)
+    for failure in manager.failures:
+        print(f"dftpass: warning: {failure}", file=sys.stderr)
+    return config, manager

@@ -1,0 +1,10 @@
+"""The one base class for problems the user can fix.
+
+A :class:`UserError` ends a command with exit code 2 and its message on one line, never a
+traceback. Anything else that escapes a pass is a bug, and :func:`dftpass.core.manager.run_pass`
+turns it into a :class:`~dftpass.core.manager.PluginError` that names the pass and its plugin.
+"""
+
+
+class UserError(Exception):
+    """Bad input, configuration or environment; the message says what and where (exit 2)."""

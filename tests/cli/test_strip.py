@@ -1,0 +1,82 @@
+"""``dftpass strip``: the exact way back, also after hand edits; hand annotations stay unless --all."""
+
+from __future__ import annotations
+
+import shutil
+
+import pytest
+
+from tests.conftest import APPS, tree_bytes
+
+SHAPES = ["torch_basic", "script_memmap", "next_trainer", "bench_factories", "namespace_model", "spawn_workers"]
+
+
+@pytest.mark.parametrize("app", SHAPES)
+def test_strip_gives_back_the_original_bytes(cli, tmp_path, app):
+    annotated, stripped = tmp_path / "annotated", tmp_path / "stripped"
+    assert cli("run", APPS / app, "--out", annotated).code == 0
+    assert tree_bytes(annotated) != tree_bytes(APPS / app)
+    r = cli("strip", annotated, "--out", stripped)
+    assert r.code == 0, r.err
+    assert tree_bytes(stripped) == {k: v for k, v in tree_bytes(APPS / app).items() if "__pycache__" not in k}
+
+
+def test_strip_in_place_keeps_backups_and_forgets_the_record(cli, tmp_path):
+    project = tmp_path / "p"
+    shutil.copytree(APPS / "namespace_model", project)
+    original = tree_bytes(project)
+    assert cli("run", project, "--in-place").code == 0
+    assert (project / ".dftpass" / "annotations.json").is_file()
+    assert cli("strip", project, "--in-place").code == 0
+    assert tree_bytes(project) == original
+    assert not (project / ".dftpass" / "annotations.json").exists()
+    assert len(list((project / ".dftpass" / "backup").iterdir())) == 2  # the run's, the strip's
+
+
+def test_strip_after_hand_edits_keeps_the_edits_and_the_hand_annotations(cli, tmp_path):
+    annotated = tmp_path / "annotated"
+    assert cli("run", APPS / "namespace_model", "--out", annotated).code == 0
+    train = annotated / "train.py"
+    text = train.read_text()
+    # the user edits the annotated tree: a new helper with a region of their own, a comment
+    # that moves lines down, and a changed learning rate
+    text = text.replace("@ai.pipeline.train\ndef train_epoch(", "def log_loss(value):\n    with ai.other.log:\n"
+                                                                "        print(value)\n\n\n@ai.pipeline.train\n"
+                                                                "def train_epoch(", 1)
+    text = text.replace("    parser = argparse.ArgumentParser()", "    # arguments\n    parser = argparse.ArgumentParser()")
+    text = text.replace("lr=0.1", "lr=0.2")
+    train.write_text(text)
+    stripped = tmp_path / "stripped"
+    r = cli("strip", annotated, "--out", stripped)
+    assert r.code == 0, r.err
+    expected = (APPS / "namespace_model" / "train.py").read_text()
+    expected = expected.replace("def train_epoch(", "def log_loss(value):\n    with ai.other.log:\n        print(value)\n\n\n"
+                                                    "def train_epoch(", 1)
+    expected = expected.replace("    parser = argparse.ArgumentParser()",
+                                "    # arguments\n    parser = argparse.ArgumentParser()").replace("lr=0.1", "lr=0.2")
+    got = (stripped / "train.py").read_text()
+    # the hand region stays, and so does the import it needs
+    assert "with ai.other.log:" in got and "from dftracer.python import ai" in got
+    assert got.replace("from dftracer.python import ai\n", "", 1) == expected
+    everything = tmp_path / "everything"
+    assert cli("strip", annotated, "--all", "--out", everything).code == 0
+    assert "with ai.other.log" not in (everything / "train.py").read_text()
+    assert (everything / "train.py").read_text() == expected.replace("    with ai.other.log:\n        print(value)",
+                                                                      "    print(value)")
+
+
+def test_strip_all_removes_hand_annotations_made_through_a_re_export(cli, tmp_path):
+    out = tmp_path / "out"
+    r = cli("strip", APPS / "hand_annotated", "--all", "--out", out)
+    assert r.code == 0, r.err
+    train = (out / "handapp" / "train.py").read_text()
+    assert "dft_ai." not in train and "@dft_ai" not in train
+    assert "PerfTrace.initialize_log" in train  # a hand-written initialization is kept
+    compile(train, "train.py", "exec")
+    plan = cli("plan", out, "--no-diff")  # dftpass would put the regions back where they were
+    assert "ML-R6 batch loop" in plan.out and "ML-R2 train phase" in plan.out
+
+
+def test_strip_without_a_record_asks_for_all(cli, tmp_path):
+    r = cli("strip", APPS / "hand_annotated", "--out", tmp_path / "out")
+    assert r.code == 2 and "no record of what dftpass wrote here" in r.err

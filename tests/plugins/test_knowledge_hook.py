@@ -1,0 +1,68 @@
+"""A framework plugin teaches the analyses its library through ``dftpass_knowledge``."""
+
+from __future__ import annotations
+
+import sys
+
+import pytest
+
+PLUGIN = '''
+from dftpass.core.hookspecs import hookimpl
+
+
+@hookimpl
+def dftpass_knowledge():
+    return {"loader_factories": ["StreamLoader"], "module_bases": ["fancylib.nn.Layer"],
+            "module_call_methods": ["call"]}
+'''
+
+TRAIN = '''import torch
+from fancylib import nn
+from fancylib.io import StreamLoader
+
+
+class Net(nn.Layer):
+    def call(self, x):
+        return x * 2
+
+
+def train(model, data, opt):
+    feed = StreamLoader(data)
+    for x in feed:
+        model(x).backward()
+        opt.step()
+
+
+if __name__ == "__main__":
+    train(Net(), [1, 2], torch.optim.SGD([], lr=0.1))
+'''
+
+
+@pytest.fixture
+def knowledge_plugin(tmp_path, monkeypatch):
+    (tmp_path / "plugin_src").mkdir()
+    (tmp_path / "plugin_src" / "paddle_knowledge.py").write_text(PLUGIN)
+    monkeypatch.syspath_prepend(str(tmp_path / "plugin_src"))
+    yield "plugins.load=[paddle_knowledge]"
+    sys.modules.pop("paddle_knowledge", None)
+
+
+def test_a_plugin_s_loader_and_model_classes_are_recognised(cli, project, knowledge_plugin):
+    root = project({"train.py": TRAIN})
+    without = cli("plan", root, "--no-diff")
+    assert "ML-R6" not in without.out and "forward of model" not in without.out
+    with_plugin = cli("plan", root, "--no-diff", "--set", knowledge_plugin)
+    assert with_plugin.code == 0, with_plugin.err
+    assert "train.py:13: ML-R6 batch loop" in with_plugin.out
+    assert "train.py:7: ML-R7 forward of model Net" in with_plugin.out
+
+
+def test_an_unknown_kind_of_knowledge_names_the_plugin(cli, project, tmp_path, monkeypatch):
+    (tmp_path / "bad_src").mkdir()
+    (tmp_path / "bad_src" / "bad_knowledge.py").write_text(
+        "from dftpass.core.hookspecs import hookimpl\n\n\n@hookimpl\ndef dftpass_knowledge():\n"
+        "    return {'loaders': ['X']}\n")
+    monkeypatch.syspath_prepend(str(tmp_path / "bad_src"))
+    r = cli("plan", project({"train.py": TRAIN}), "--set", "plugins.load=[bad_knowledge]")
+    assert r.code == 3
+    assert "plugin 'bad_knowledge' gives knowledge of unknown kind 'loaders'" in r.err
