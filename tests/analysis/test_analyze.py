@@ -97,6 +97,14 @@ def test_no_workers_cannot_be_judged_and_the_cause_is_linked_to_its_line(cli, an
     ids = [p["id"] for p in a["proposals"]]
     assert "IO-L1-num-workers" in ids
     assert all(p["citations"] for p in a["proposals"])
+    # the wall time the trace does not cover is accounted for: before its first event and after its last
+    o = a["outside_span"]
+    assert o["wall_s"] > o["span_s"] > 0 and o["outside_s"] == pytest.approx(o["wall_s"] - o["span_s"])
+    assert o["before_s"] > 0 and o["after_s"] >= 0
+    assert o["before_s"] + o["after_s"] == pytest.approx(o["outside_s"], abs=0.05)
+    text = cli("analyze", tmp_path / "w0").out
+    assert "of the wall time is outside the trace" in text and "before the first event" in text
+    assert "totals add up nested events" in text
 
 
 def test_a_bare_folder_of_traces_and_bad_files_are_analysed_with_messages(cli, tmp_path):
@@ -141,3 +149,27 @@ def test_a_data_dir_that_traced_no_io_is_reported(cli, tmp_path):
          "environment": {"DFTRACER_DATA_DIR": "/abs/data"}}]}))
     msgs = [f["message"] for f in analyze(cli, run)["findings"] if f["rule"] == "ML-R15"]
     assert any("DFTRACER_DATA_DIR=/abs/data but no file I/O was traced" in m and "relative path" in m for m in msgs)
+
+
+@pytest.mark.parametrize("content", ["empty", "bad files", "link loop"])
+def test_a_folder_without_events_says_so_and_fails(cli, tmp_path, content):
+    """It printed "0 events" and exited 0."""
+    folder = tmp_path / "traces"
+    folder.mkdir()
+    if content == "bad files":
+        (folder / "t-aaaaaaaaaaaaaaaa-app.pfw.gz").write_bytes(b"")
+        (folder / "t-bbbbbbbbbbbbbbbb-app.pfw").write_text("not json\n")
+    elif content == "link loop":
+        (folder / "t-cccccccccccccccc-app.pfw").symlink_to(folder / "t-cccccccccccccccc-app.pfw")
+    r = cli("analyze", folder)
+    assert r.code == 1, r.err
+    assert "error: ML-R15 traces: no trace events found" in r.out
+    assert "category" not in r.out  # no empty tables hiding the reason
+    if content == "empty":
+        assert "no trace files" in r.out and "DFTRACER_ENABLE=1" in r.out
+    if content == "bad files":  # the text lists what could not be read, as --json does
+        assert "trace problems:" in r.out and "0-byte file" in r.out and "malformed" in r.out
+        assert "2 trace file(s), none with events" in r.out
+    if content == "link loop":
+        assert "a link that leads nowhere" in r.out
+

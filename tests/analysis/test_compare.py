@@ -93,3 +93,23 @@ def test_compare_two_trace_folders_through_the_cli(cli, tmp_path):
     md = cli("compare", a, b, "--markdown").out
     assert "| metric | a | b |" in md and "⚪" in md
     assert cli("compare", a).code == 2
+
+
+def test_a_run_without_events_is_no_improvement_over_a_traced_one():
+    """A run that did not do the traced work (0 events) is faster, not better (it said
+    "net improvement, wall_s -39.3%")."""
+    base = {**analysis("annotated", wall_s=10.0), "events": 5000}
+    empty = {**analysis("opt1", wall_s=6.07, applies=["IO-L1-num-workers"]), "events": 0}
+    result = compare([base, empty])
+    assert "net improvement" not in result.verdicts[0]
+    assert result.verdicts[0].startswith("opt1 vs annotated: cannot judge (opt1 has no trace events")
+    assert result.proposal_impacts[0]["actual_app_pct"] is None
+    # two runs without events (an un-annotated baseline and variant) still compare on wall time
+    both = compare([{**analysis("a", wall_s=10.0), "events": 0}, {**analysis("b", wall_s=6.0), "events": 0}])
+    assert "net improvement" in both.verdicts[0]
+
+
+def test_a_failed_run_gets_no_verdict():
+    base = {**analysis("a", wall_s=10.0), "events": 10}
+    failed = {**analysis("b", wall_s=1.0), "events": 10, "repeats": [{"exit_code": 1}]}
+    assert "cannot judge (b failed (exit code 1)" in compare([base, failed]).verdicts[0]

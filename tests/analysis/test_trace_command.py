@@ -114,3 +114,16 @@ def test_compaction_keeps_what_a_truncated_file_holds_and_reports_it(tmp_path):
     kinds = sorted(p.kind for p in problems)
     assert "truncated" in kinds and "empty" in kinds
     assert len(chunks) == 1 and 0 < summarize(chunks).by_key[("compute", "forward")].count < 2000
+
+
+def test_a_run_that_wrote_no_traces_is_warned_about_with_the_likely_cause(tmp_path, cli):
+    plain = tmp_path / "plain.py"
+    plain.write_text("print('training, untraced')\n")
+    r = cli("trace", "--label", "plain", "--workspace", tmp_path / "ws", "--", PY, plain)
+    assert r.code == 0, r.err
+    assert "0 trace files" in r.err
+    assert "warning: no trace files: plain.py does not import dftracer" in r.err
+    other = cli("trace", "--label", "other", "--workspace", tmp_path / "ws", "--", PY, "-c", "pass")
+    assert "warning: no trace files: no process initialized dftracer" in other.err
+    rep = json.loads((tmp_path / "ws" / "plain" / "run.json").read_text())["repeats"][0]
+    assert rep["problems"] and "does not import dftracer" in rep["problems"][0]

@@ -103,8 +103,9 @@ def compare(analyses: list[dict]) -> Comparison:
         # an iteration is measured against the run it follows (baseline -> annotated -> opt1 ...),
         # with the estimate that run's analysis made
         before = analyses[i - 1]
-        change = next((_change(before["metrics"].get(m), other["metrics"].get(m)) for m in HEADLINE
-                       if _change(before["metrics"].get(m), other["metrics"].get(m)) is not None), None)
+        change = None if _cannot_judge(before, other) else next(
+            (_change(before["metrics"].get(m), other["metrics"].get(m)) for m in HEADLINE
+             if _change(before["metrics"].get(m), other["metrics"].get(m)) is not None), None)
         for pid in other.get("applies") or []:
             estimate = next((p["app_impact_pct"] for p in before.get("proposals", []) if p["id"] == pid), None)
             impacts.append({"run": other["label"], "against": before["label"], "proposal": pid,
@@ -112,12 +113,30 @@ def compare(analyses: list[dict]) -> Comparison:
     return Comparison([a["label"] for a in analyses], [len(a["repeats"]) for a in analyses], rows, verdicts, impacts)
 
 
+def _cannot_judge(base: dict, other: dict) -> str | None:
+    """Why no verdict may be given, or None. A run that failed, or that has no trace events
+    while the baseline has some, did not do the same work: its shorter wall time is no
+    improvement. (Two runs without events, an un-annotated baseline and variant, compare on
+    wall time.)"""
+    failed = [r["exit_code"] for r in other.get("repeats", []) if r.get("exit_code") not in (0, None)]
+    if failed:
+        return f"{other['label']} failed (exit code {failed[0]}): its times are not those of the same work"
+    if not other.get("events") and base.get("events"):
+        return (f"{other['label']} has no trace events and {base['label']} has: it did not run the traced "
+                "work (see its analysis), so its wall time says nothing about the change")
+    return None
+
+
 def _verdict(base: dict, other: dict, rows: list[Row], i: int) -> str:
     improved = [r.metric for r in rows if r.cells[i].cls == IMPROVED and not r.cells[i].within_noise]
     regressed = [r.metric for r in rows if r.cells[i].cls == REGRESSED and not r.cells[i].within_noise]
     headline = next((r for r in rows if r.metric in HEADLINE and r.cells[i].change_pct is not None), None)
     parts = [f"{other['label']} vs {base['label']}:"]
-    if headline is None:
+    refused = _cannot_judge(base, other)
+    if refused:
+        overall = f"cannot judge ({refused})"
+        improved = regressed = []
+    elif headline is None:
         overall = "neutral (no wall time to compare)"
     elif headline.cells[i].within_noise:
         overall = f"neutral ({headline.metric} changed {headline.cells[i].change_pct:+.1f}%, within the noise)"

@@ -75,7 +75,8 @@ def _dask(paths: list[str], jobs: int, scheduler: str | None, width_s: float | N
         from dask.distributed import Client, LocalCluster
     except ImportError as exc:  # pragma: no cover - the dev install has it
         raise EngineError("--engine dask needs Dask: pip install 'dask[distributed]'") from exc
-    files = [str(p) for p in trace_files(paths)]
+    found: list = []
+    files = [str(p) for p in trace_files(paths, found)]
     cluster = None
     try:
         if scheduler:
@@ -93,7 +94,7 @@ def _dask(paths: list[str], jobs: int, scheduler: str | None, width_s: float | N
         except (TimeoutError, OSError) as exc:
             raise EngineError(f"the Dask scheduler {scheduler or 'started here'} has no workers "
                               f"after {SCHEDULER_TIMEOUT_S} s") from exc
-        summary = Summary()
+        summary = Summary(problems=found)
         for part in client.gather(client.map(summarize_file, files, pure=False)):
             summary.merge(part)
         width = width_s if width_s else default_width_ns(summary) / 1e9

@@ -19,6 +19,33 @@ def cell(text: object) -> str:
     return str(text).replace("\n", " ").replace("|", "\\|")
 
 
+def _count(x: float | None) -> str:
+    return "-" if x is None else f"{x:.0f}"
+
+
+def _bandwidth_text(x: float | None) -> str:
+    """`` at 1.2 GB/s``, or nothing when there were too few reads to give a rate."""
+    return "" if x is None else f" at {human_bytes(x)}/s"
+
+
+def _iops_text(io: dict) -> str:
+    ops = io["read_ops"] + io["write_ops"]
+    if io["iops"] is None:
+        return f"{ops} reads/writes (too few, or too short, for an IOPS figure)" if ops else "no reads/writes"
+    return f"{io['iops']:.0f} IOPS"
+
+
+def outside_text(o: dict) -> str:
+    """``wall 13.10 s, traced span 4.50 s: 8.60 s (66%) outside it (8.31 s before ...)``."""
+    share = o["outside_s"] / o["wall_s"] if o["wall_s"] else 0.0
+    text = (f"wall {o['wall_s']:.2f} s, traced span {o['span_s']:.2f} s: {o['outside_s']:.2f} s ({share:.0%}) "
+            "of the wall time is outside the trace")
+    if o.get("before_s") is not None:
+        text += (f" ({o['before_s']:.2f} s before the first event: start-up, imports, set-up before "
+                 f"initialization; {o['after_s']:.2f} s after the last: finalize, shutdown)")
+    return text
+
+
 def pct(x: float | None) -> str:
     return "-" if x is None else f"{100 * x:.1f}%"
 
@@ -32,26 +59,46 @@ def _overlap_line(o: dict | None) -> str:
             f"{o['loading_workers']} worker processes with loading events")
 
 
+def _findings_lines(a: dict) -> list[str]:
+    findings = [f for f in a["findings"] if f["severity"] != "info"]
+    if not findings:
+        return []
+    lines = ["", "findings:"]
+    for f in findings:
+        where = f"{f['path']}:{f['line']}" if f["line"] else f["path"]
+        lines.append(f"  {f['severity']}: {f['rule']} {where}: {f['message']}")
+    return lines
+
+
+def _problem_lines(a: dict) -> list[str]:
+    return ["", "trace problems:"] + [f"  {p}" for p in a["problems"]] if a["problems"] else []
+
+
 def text(a: dict, top: int = 12) -> str:
     m = a["metrics"]
     wall = m.get("wall_s")
     reps = len(a["repeats"])
+    head = (f"run {a['label']}: {reps} repeat{'s' if reps > 1 else ''}, wall {wall:.2f} s" if wall else
+            f"traces {a['label']}")
+    if not a["events"]:  # empty tables would only hide the reason
+        return "\n".join([head] + _findings_lines(a) + _problem_lines(a))
     lines = [
-        f"run {a['label']}: {reps} repeat{'s' if reps > 1 else ''}, wall {wall:.2f} s" if wall else
-        f"traces {a['label']}",
+        head,
         f"  {a['events']} events from {a['processes']['count']} processes "
         f"({', '.join(f'{n} {r}' for r, n in sorted(a['processes']['roles'].items()))}), "
         f"traced span {a['span_s']:.2f} s",
+        *([f"  {outside_text(a['outside_span'])}"] if a.get("outside_span") else []),
         "",
-        f"  {'category':<12}{'events':>9}{'total s':>11}",
+        f"  {'category':<12}{'events':>9}{'total s*':>11}",
     ]
     for c in a["categories"]:
         lines.append(f"  {c['cat']:<12}{c['count']:>9}{c['total_s']:>11.3f}")
-    lines += ["", f"  {'event':<30}{'count':>8}{'total s':>10}{'mean ms':>10}{'p99 ms':>10}"]
+    lines += ["", f"  {'event':<30}{'count':>8}{'total s*':>10}{'mean ms':>10}{'p99 ms':>10}"]
     for r in a["top"][:top]:
         name = f"{r['cat']}/{r['name']}"
         lines.append(f"  {name[:30]:<30}{r['count']:>8}{r['total_s']:>10.3f}{1e3 * r['mean_s']:>10.2f}"
                      f"{1e3 * r['p99_s']:>10.2f}")
+    lines += ["  * totals add up nested events: a step inside an epoch counts in both"]
     procs = a.get("process_table", [])
     if procs:
         lines += ["", f"  {'process':<22}{'role':<8}{'events':>8}{'in events s':>13}{'span s':>9}{'bytes':>11}"]
@@ -62,22 +109,16 @@ def text(a: dict, top: int = 12) -> str:
             lines.append(f"  ... {len(procs) - 8} more processes (--json lists all)")
     io = a["io"]
     lines += ["", _overlap_line(a["overlap"]),
-              f"I/O (POSIX/STDIO): read {human_bytes(io['read_bytes'])} at {human_bytes(io['read_bandwidth'])}/s, "
-              f"wrote {human_bytes(io['write_bytes'])}, {io['iops']:.0f} IOPS, "
+              f"I/O (POSIX/STDIO): read {human_bytes(io['read_bytes'])}{_bandwidth_text(io['read_bandwidth'])}, "
+              f"wrote {human_bytes(io['write_bytes'])}, {_iops_text(io)}, "
               f"{io['metadata_ops']} metadata calls"]
-    findings = [f for f in a["findings"] if f["severity"] != "info"]
-    if findings:
-        lines += ["", "findings:"]
-        for f in findings:
-            where = f"{f['path']}:{f['line']}" if f["line"] else f["path"]
-            lines.append(f"  {f['severity']}: {f['rule']} {where}: {f['message']}")
+    lines += _findings_lines(a)
     if a["proposals"]:
         lines += ["", "proposals (app / system impact %, weighted):"]
         for p in a["proposals"][:5]:
             lines.append(f"  [{p['level']} {p['component']}] {p['title']}: {p['app_impact_pct']:.1f} / "
                          f"{p['system_impact_pct']:.1f} -> {p['weighted_score']:.1f}  ({p['id']})")
-    if a["problems"]:
-        lines += ["", "trace problems:"] + [f"  {p}" for p in a["problems"]]
+    lines += _problem_lines(a)
     return "\n".join(lines)
 
 
@@ -93,7 +134,9 @@ def markdown(a: dict) -> str:
     out += [f"- {a['events']} events, {a['processes']['count']} processes "
             f"({', '.join(f'{n} {r}' for r, n in sorted(a['processes']['roles'].items()))}), "
             f"traced span {a['span_s']:.2f} s",
+            *([f"- {outside_text(a['outside_span'])}"] if a.get("outside_span") else []),
             f"- {_overlap_line(a['overlap'])}", "",
+            "Totals add up nested events (a step inside an epoch counts in both).", "",
             "| category | events | total s |", "|---|---:|---:|"]
     out += [f"| {c['cat']} | {c['count']} | {c['total_s']:.3f} |" for c in a["categories"]]
     out += ["", "| event | count | total s | mean ms | p50 ms | p99 ms | bytes |", "|---|---:|---:|---:|---:|---:|---:|"]
@@ -106,7 +149,7 @@ def markdown(a: dict) -> str:
                 "|---|---|---|---:|---:|---:|---:|---:|---:|---:|"]
         out += [f"| {p['pid']} (`{p['file']}`) | {p['role'] or '-'} | {p['host'] or '-'} | {p['events']} | "
                 f"{p['busy_s']:.3f} | {p['span_s']:.3f} | {human_bytes(p['bytes'])} | "
-                f"{human_bytes(p['read_bandwidth'])} | {p['iops']:.0f} | {p['metadata_ops']} |"
+                f"{human_bytes(p['read_bandwidth'])} | {_count(p['iops'])} | {p['metadata_ops']} |"
                 for p in a["process_table"]]
     if a["findings"]:
         out += ["", "### Findings", ""]

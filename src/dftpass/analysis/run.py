@@ -63,6 +63,7 @@ class AnalyzeResult:
             "spread": {m: self.traces.spread(m) for m in METRICS},
             "events": summary.events,
             "span_s": summary.span_s,
+            "outside_span": outside_span(primary.record, summary),
             "hosts": summary.hosts,
             "processes": {"count": len(summary.processes), "roles": roles},
             "process_table": _processes(summary),
@@ -86,6 +87,34 @@ class AnalyzeResult:
             "checklist": [v.__dict__ for v in self.checklist],
             "problems": [str(p) for p in summary.problems],
         }
+
+
+def outside_span(record: dict, summary) -> dict | None:
+    """How much of the run's wall time lies outside the traced span, and where: before the
+    first event (interpreter start-up, imports, data set-up before initialization) and after
+    the last (finalize, shutdown). None without a wall time or events. The split needs the
+    run's start and end (``dftpass trace`` records them) and the trace's epoch timestamps, on
+    one host's clock; otherwise only the total is given."""
+    wall = record.get("wall_s")
+    if not wall or summary.first_ns is None:
+        return None
+    outside = max(0.0, wall - summary.span_s)
+    out = {"wall_s": wall, "span_s": summary.span_s, "outside_s": outside, "before_s": None, "after_s": None}
+    start, end = _epoch_ns(record.get("start")), _epoch_ns(record.get("end"))
+    if start is not None and end is not None and len(summary.hosts) <= 1:
+        before, after = (summary.first_ns - start) / 1e9, (end - summary.last_ns) / 1e9
+        if before >= -0.01 and after >= -0.01:  # the same clock (ms-rounded times): the split is meaningful
+            out["before_s"], out["after_s"] = max(0.0, before), max(0.0, after)
+    return out
+
+
+def _epoch_ns(stamp: str | None) -> int | None:
+    import datetime as dt
+
+    try:
+        return round(dt.datetime.fromisoformat(stamp).timestamp() * 1e9) if stamp else None
+    except ValueError:
+        return None
 
 
 def _processes(summary) -> list[dict]:

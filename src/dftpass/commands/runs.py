@@ -40,7 +40,7 @@ def cmd_trace(args: argparse.Namespace) -> int:
         if rep.get("launch_error"):
             print(f"  {rep['launch_error']}", file=sys.stderr)
         for problem in rep.get("problems", []):
-            print(f"  {problem}", file=sys.stderr)
+            print(f"  warning: {problem}", file=sys.stderr)
 
     try:
         run = trace(args.workspace, args.label, command, cwd=args.cwd, data_dir=data_dir, repeats=args.repeat,

@@ -101,6 +101,8 @@ def _run_once(run: RunDir, k: int, command: Sequence[str], cwd: Path, env: dict[
         "empty_trace_files": [p.name for p in files if p.stat().st_size == 0],
     }
     log.info("traced run", label=run.label, repeat=k, exit_code=code, wall_s=round(wall, 3), trace_files=len(files))
+    if not files and launch_error is None:
+        record["problems"] = [why_no_traces(command, cwd)]
     if compact and files:
         chunks, problems = compact_dir(raw, run.compact(k), chunk_mb)
         record["compact_files"] = [{"name": p.name, "bytes": p.stat().st_size} for p in chunks]
@@ -108,6 +110,22 @@ def _run_once(run: RunDir, k: int, command: Sequence[str], cwd: Path, env: dict[
     if interrupted:
         raise KeyboardInterrupt
     return record
+
+
+def why_no_traces(command: Sequence[str], cwd: Path) -> str:
+    """The likeliest reason a traced run wrote no trace file (tracing itself was on: the
+    run's environment switched it on)."""
+    script = next((Path(cwd, a) for a in command[1:] if a.endswith(".py")), None)  # python train.py
+    if script is not None and script.is_file():
+        try:
+            annotated = b"dftracer" in script.read_bytes()
+        except OSError:
+            annotated = True  # cannot tell: give the general reason
+        if not annotated:
+            return (f"no trace files: {script.name} does not import dftracer, so nothing initialized tracing; "
+                    "annotate it first (dftpass run), or trace the annotated copy (--cwd PROJECT-dftpass)")
+    return ("no trace files: no process initialized dftracer (is the program's entry annotated? `dftpass "
+            "validate` on its folder says), or it exited before initializing (os._exit, a crash at start-up)")
 
 
 def trace(workspace: Path, label: str, command: Sequence[str], *, cwd: Path | None = None,

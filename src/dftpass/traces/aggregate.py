@@ -28,6 +28,7 @@ from dftpass.traces.summary import Cell, FileInfo, Key, ProcessSummary, Stats, S
 #: above this many (keys x buckets) one batch's histogram is counted sparsely
 _DENSE_HIST_LIMIT = 1 << 22
 _EXACT_FLOAT = 1 << 53
+_NO_MIN = np.iinfo(np.int64).max
 
 
 def summarize_file(path: str | Path, spill: SpillWriter | None = None) -> Summary:
@@ -47,6 +48,8 @@ class _Process:
         self.dur = np.zeros(capacity, np.int64)
         self.bytes = np.zeros(capacity, np.int64)
         self.hist = np.zeros(NBINS, np.int64)
+        self.min_dur: int | None = None  # exact bounds of the durations (sketch quantiles are clamped to them)
+        self.max_dur: int | None = None
         self.first: int | None = None
         self.last: int | None = None
         self.ppid: int | None = None
@@ -66,6 +69,8 @@ class _FileAggregator:
         self.key_class = np.full(self.capacity, NONE, np.int8)
         self.key_moves_bytes = np.zeros(self.capacity, bool)  # POSIX/STDIO read/write: bytes = ret
         self.key_hist = np.zeros((self.capacity, NBINS), np.int64)
+        self.key_min = np.full(self.capacity, _NO_MIN, np.int64)
+        self.key_max = np.full(self.capacity, -1, np.int64)
         self.procs: dict[int, _Process] = {}
         self.phases = np.zeros(5, np.int64)
         self.start_id = self._key_id(N.META_CAT, N.START_EVENT)
@@ -90,6 +95,8 @@ class _FileAggregator:
             self.key_class = _grown(self.key_class, self.capacity, NONE)
             self.key_moves_bytes = _grown(self.key_moves_bytes, self.capacity)
             self.key_hist = _grown(self.key_hist, self.capacity)
+            self.key_min = _grown(self.key_min, self.capacity, _NO_MIN)
+            self.key_max = _grown(self.key_max, self.capacity, -1)
             for proc in self.procs.values():
                 proc.grow(self.capacity)
         self.key_class[key_id] = classify(cat, name)
@@ -129,6 +136,8 @@ class _FileAggregator:
         moved = np.where(self.key_moves_bytes[kid], np.maximum(ret, 0), np.maximum(size, 0).astype(np.int64))
         bins = bins_of(dur)
         self._count_key_hist(kid, bins)
+        np.minimum.at(self.key_min, kid, dur)  # ~0.05 ms per 25k events
+        np.maximum.at(self.key_max, kid, dur)
         if (pid == pid[0]).all():  # the rule: one process per file
             self._add_to_process(self._proc(int(pid[0]), events[int(rows[0])]), kid, ts, dur, moved, bins)
         else:
@@ -161,6 +170,9 @@ class _FileAggregator:
         proc.dur[:k] += _sum_by(kid, dur, k)
         proc.bytes[:k] += _sum_by(kid, moved, k)
         proc.hist += np.bincount(bins, minlength=NBINS)
+        low, high = int(dur.min()), int(dur.max())
+        proc.min_dur = low if proc.min_dur is None else min(proc.min_dur, low)
+        proc.max_dur = high if proc.max_dur is None else max(proc.max_dur, high)
         first, last = int(ts.min()), int((ts + dur).max())
         proc.first = first if proc.first is None else min(proc.first, first)
         proc.last = last if proc.last is None else max(proc.last, last)
@@ -175,9 +187,15 @@ class _FileAggregator:
         proc = self._proc(event.pid, event)
         proc.count[key_id] += count
         proc.dur[key_id] += total
-        mean_bin = int(bins_of(np.array([total // count]))[0])
+        mean = total // count
+        mean_bin = int(bins_of(np.array([mean]))[0])
         proc.hist[mean_bin] += count
         self.key_hist[key_id, mean_bin] += count
+        # its events' own durations are not known: the bounds are those of the mean
+        self.key_min[key_id] = min(int(self.key_min[key_id]), mean)
+        self.key_max[key_id] = max(int(self.key_max[key_id]), mean)
+        proc.min_dur = mean if proc.min_dur is None else min(proc.min_dur, mean)
+        proc.max_dur = mean if proc.max_dur is None else max(proc.max_dur, mean)
 
     # -- the end ----------------------------------------------------------------------------
     def finish(self, reader: TraceReader) -> Summary:
@@ -190,14 +208,15 @@ class _FileAggregator:
                 stats = summary.by_key[key] = Stats(
                     count, sum(int(p.dur[key_id]) for p in self.procs.values()),
                     sum(int(p.bytes[key_id]) for p in self.procs.values()),
-                    LogHistogram.from_dense(self.key_hist[key_id]))
+                    LogHistogram.from_dense(self.key_hist[key_id], int(self.key_min[key_id]),
+                                            int(self.key_max[key_id])))
                 assert stats.sketch.total == count
         for pid, proc in self.procs.items():
             host = proc.hostname or self.meta.host
             by_key = {self.keys[i]: Cell(int(proc.count[i]), int(proc.dur[i]), int(proc.bytes[i]))
                       for i in np.flatnonzero(proc.count[:len(self.keys)])}
             total = Stats(int(proc.count.sum()), int(proc.dur.sum()), int(proc.bytes.sum()),
-                          LogHistogram.from_dense(proc.hist))
+                          LogHistogram.from_dense(proc.hist, proc.min_dur, proc.max_dur))
             summary.processes[(path, pid)] = ProcessSummary(
                 path, pid, host, role, proc.ppid, proc.first, proc.last, total, by_key)
         phases = {ph: int(c) for ph, c in enumerate(self.phases) if c}

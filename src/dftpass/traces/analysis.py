@@ -51,10 +51,11 @@ def analyze(paths: Iterable[str | Path], jobs: int = 1, width_s: float | None = 
             overlap: bool = True) -> Analysis:
     """Summary and (unless ``overlap=False``) overlap of the trace files in ``paths``.
     ``width_s`` overrides the bucket width of the overlap (default: 2 x p99 duration)."""
-    files = sorted(trace_files(paths), key=_size, reverse=True)  # biggest first: even load
+    found: list = []  # problems of the search: links to nowhere, FIFOs, folders that cannot be listed
+    files = sorted(trace_files(paths, found), key=_size, reverse=True)  # biggest first: even load
     with tempfile.TemporaryDirectory(prefix="dftpass-spill-") as tmp:
         tasks = [(str(f), os.path.join(tmp, f"{i}.spill") if overlap else None) for i, f in enumerate(files)]
-        summary = Summary()
+        summary = Summary(problems=found)
         spills: dict[str, str] = {}
         for path, spill, part in _map(_pass1, tasks, jobs):
             summary.merge(part)

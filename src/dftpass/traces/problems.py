@@ -17,6 +17,7 @@ CORRUPT = "corrupt"          # gzip data is damaged: reading stopped there
 MALFORMED = "malformed"      # lines that are not a JSON event
 LATE_METRIC = "late-time-metric"  # a time_metric line came after events already read
 AGGREGATED = "aggregated"    # ph 3 records: counted, but they carry no timeline for the overlap
+LONG_LINE = "long-line"      # a line longer than any event: skipped, in bounded memory
 
 
 @dataclass(frozen=True)

@@ -40,6 +40,10 @@ READ_SIZE = 1 << 20
 OUT_SIZE = 4 << 20
 #: compressed bytes per step when salvaging what precedes damaged data
 SALVAGE_STEP = 256
+#: the longest line kept. dftracer's lines are under a few KB; a longer one is damage or a
+#: foreign file, and holding it would cost memory (and, joined piece by piece, time)
+#: proportional to its length
+MAX_LINE_BYTES = OUT_SIZE
 
 
 def line_chunks(path: str | Path, problems: list[P.Problem]) -> Iterator[bytes]:
@@ -61,20 +65,51 @@ def line_chunks(path: str | Path, problems: list[P.Problem]) -> Iterator[bytes]:
         yield from _cut_at_newlines(pieces, name, problems)
 
 
-def _cut_at_newlines(pieces: Iterator[bytes], name: str, problems: list[P.Problem]) -> Iterator[bytes]:
-    tail = b""
+def _cut_at_newlines(pieces: Iterator[bytes], name: str, problems: list[P.Problem],
+                     max_line: int | None = None) -> Iterator[bytes]:
+    """Pieces that end at newlines. A line is held as a list of its parts (joined once, when
+    it ends: linear time); one longer than ``max_line`` is dropped as it grows and the rest
+    of it skipped up to its newline, so memory stays bounded whatever the file holds."""
+    max_line = MAX_LINE_BYTES if max_line is None else max_line
+    held: list[bytes] = []  # the parts of a line that has not ended yet
+    held_size = 0
+    skipping = False        # inside a line that is too long
+    long_lines = 0
     for piece in pieces:
-        text = tail + piece if tail else piece
-        cut = text.rfind(b"\n") + 1
-        if cut:
-            yield text[:cut]
-            tail = text[cut:]
-        else:
-            tail = text
+        start = 0
+        if held or skipping:
+            nl = piece.find(b"\n")
+            if nl < 0:
+                if not skipping:
+                    held.append(piece)
+                    held_size += len(piece)
+                    if held_size > max_line:
+                        held, held_size, skipping, long_lines = [], 0, True, long_lines + 1
+                continue
+            if skipping:
+                skipping = False
+            elif held_size + nl + 1 > max_line:
+                long_lines += 1
+            else:
+                yield b"".join(held) + piece[:nl + 1]
+            held, held_size, start = [], 0, nl + 1
+        cut = piece.rfind(b"\n") + 1
+        if cut > start:
+            yield piece[start:cut] if start else piece[:cut]
+            start = cut
+        if start < len(piece):
+            held, held_size = [piece[start:]], len(piece) - start
+            if held_size > max_line:  # a piece larger than the bound, with no newline after start
+                held, held_size, skipping, long_lines = [], 0, True, long_lines + 1
+    if long_lines:
+        problems.append(P.Problem(name, P.LONG_LINE, f"line(s) longer than {max_line} bytes skipped: no dftracer "
+                                  "event is that long (a damaged or foreign file?)", long_lines))
+    tail = b"".join(held)
     if tail.strip():
-        last = problems[-1] if problems else None
-        if last is not None and last.file == name and last.kind in (P.TRUNCATED, P.CORRUPT):
-            problems[-1] = replace(last, message=last.message + "; its partial last line was dropped")
+        last = next((p for p in reversed(problems) if p.file == name and p.kind != P.LONG_LINE), None)
+        if last is not None and last.kind in (P.TRUNCATED, P.CORRUPT):
+            i = problems.index(last)
+            problems[i] = replace(last, message=last.message + "; its partial last line was dropped")
         else:
             yield tail
 

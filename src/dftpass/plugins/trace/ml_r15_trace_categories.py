@@ -48,6 +48,24 @@ def categories_in_code(project) -> set[str]:
     return found
 
 
+def no_events_reason(summary) -> str:
+    """"no trace events found", and the likeliest reason, from what the reader saw."""
+    if not summary.files:
+        found = f"; {len(summary.problems)} path(s) that could not be read (see trace problems)" \
+            if summary.problems else ""
+        return ("no trace events found: no trace files (*.pfw, *.pfw.gz)" + found + ". Tracing was off "
+                f"({E.ENV_ENABLE}=1 switches it on; `dftpass trace` sets it), or no process initialized "
+                "dftracer: is the program's entry annotated (`dftpass validate`)? An un-annotated baseline "
+                "has no events by design: `compare` uses its wall time")
+    kinds: dict[str, int] = {}
+    for p in summary.problems:
+        kinds[p.kind] = kinds.get(p.kind, 0) + 1
+    said = ", ".join(f"{n} {k}" for k, n in sorted(kinds.items())) or "no problems reported"
+    return (f"no trace events found: {len(summary.files)} trace file(s), none with events ({said}; see trace "
+            "problems). Empty files mean the processes never called finalize() (killed, or exited by "
+            "os._exit)")
+
+
 class TraceCategories(Pass):
     """Check that a traced run has the event categories its annotations should produce.
 
@@ -86,6 +104,9 @@ class TraceCategories(Pass):
     def run(self, ctx) -> None:
         run = ctx.analysis("traces")
         summary = run.primary.analysis.summary
+        if not summary.events:
+            ctx.report(Finding(self.id, no_events_reason(summary), run.run.label, severity=Severity.ERROR))
+            return  # every category is missing: one finding says why, not one per category
         present = {cat for cat, _ in summary.by_key}
         in_code = categories_in_code(ctx.project) if ctx.project.files else set()
         expected = list(ALWAYS) + sorted(in_code - set(ALWAYS))

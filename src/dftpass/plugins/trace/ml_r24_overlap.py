@@ -46,8 +46,8 @@ class ComputeLoaderOverlap(Pass):
         run = ctx.analysis("traces")
         overlap = run.primary.analysis.overlap
         where = run.run.label
-        if overlap is None:
-            return
+        if overlap is None or not run.primary.analysis.summary.events:
+            return  # nothing to judge; ML-R15 says why the trace is empty
         severity = {NO_OVERLAP: Severity.ERROR, BELOW_TARGET: Severity.WARNING,
                     CANNOT_JUDGE: Severity.WARNING}.get(overlap.verdict, Severity.INFO)
         stall = overlap.fetch_stall_share
