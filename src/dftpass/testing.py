@@ -31,7 +31,9 @@ def rule_config(rule_id: str, options: dict | None = None) -> Config:
     # program or a library (tests/core/test_programs.py does that)
     values = {"rules.select": Value([rule_id], src),
               "plugins.disable": Value([], src),
-              "project.kind": Value("program", src)}
+              "project.kind": Value("program", src),
+              # the examples show a rule's regions; the import prelude has its own tests
+              "emit.skip-dynamo-import": Value(False, src)}
     for key, value in (options or {}).items():
         values[f"rules.options.{rule_id}.{key}"] = Value(value, src)
     return Config(values=values)

@@ -19,7 +19,8 @@ def test_plan_lists_changes_with_rule_file_line_and_the_diff_and_writes_nothing(
     before = tree_bytes(torch_basic)
     r = cli("plan", torch_basic)
     assert r.code == 0
-    assert "engine.py:13: ML-R4 optimizer step optimizer.step()" in r.out
+    step = line_of(torch_basic / "engine.py", "optimizer.step()")
+    assert f"engine.py:{step}: ML-R4 optimizer step optimizer.step()" in r.out
     guard = line_of(torch_basic / "train.py", '__name__ == "__main__"')
     assert f"train.py:{guard}: ML-R1 program entry" in r.out
     assert "+++ b/engine.py" in r.out and "+        ai.compute.step.start()" in r.out
@@ -34,7 +35,8 @@ def test_run_writes_a_copy_and_leaves_the_source_alone(cli, torch_basic):
     assert r.code == 0, r.err
     assert tree_bytes(torch_basic) == before
     assert "@ai.pipeline.train" in (out / "engine.py").read_text()
-    assert (out / "checkpoint.py").read_bytes() == (torch_basic / "checkpoint.py").read_bytes()
+    assert "@ai.checkpoint.capture" in (out / "checkpoint.py").read_text()
+    assert (out / "model.py").read_bytes() != (torch_basic / "model.py").read_bytes()
     patch = (out / ".dftpass" / "patches" / "annotation.patch").read_text()
     assert "+++ b/engine.py" in patch
     report = json.loads((out / ".dftpass" / "report.json").read_text())

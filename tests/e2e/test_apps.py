@@ -55,6 +55,10 @@ SHAPES = [
                   ("dataloader", "fetch.iter"), ("data", "item"))),
     App("spawn_workers", ("train.py", "--out", "{out}"), ("rank0.json", "rank1.json"),
         COMMON + (("pipeline", "train"), ("dataloader", "fetch.iter")), processes=3, epochs=False),
+    App("ddp_gloo", ("train.py", "--out", "{out}", "--steps", "5"), ("rank0.json", "rank1.json"),
+        COMMON + (("compute", "forward"), ("dataloader", "fetch.iter"),
+                  ("comm", "all_reduce"), ("comm", "all_gather"), ("comm", "barrier"), ("device", "transfer")),
+        processes=3, epochs=False),
 ]
 BY_NAME = {app.name: app for app in SHAPES}
 
@@ -142,3 +146,17 @@ def test_the_trace_holds_what_the_shape_should_give(app_run):
             root = roots[0]
             assert root["ts"] <= min(e["ts"] for e in steps)
             assert root["ts"] + root["dur"] >= max(e["ts"] + e["dur"] for e in steps)
+
+
+def test_every_rank_of_a_ddp_run_traces_its_collectives(tmp_path):
+    """Two gloo ranks under DDP: each rank's own trace file holds its all-reduce per step
+    (issue 8: "both ranks traced, comm events present, per-rank files")."""
+    app = BY_NAME["ddp_gloo"]
+    src, annotated = annotate_app(app.name, tmp_path)
+    stdouts, traces = three_runs(app, src, annotated, tmp_path / "runs")
+    assert stdouts[0] == stdouts[2] and "weights identical on all ranks: True" in stdouts[2]
+    ranks = [f for f in trace_files(traces) if any(e["cat"] == "comm" for e in events_of(f))]
+    assert len(ranks) == 2, [f.name for f in trace_files(traces)]
+    for f in ranks:
+        comm = Counter(e["name"] for e in events_of(f) if e["cat"] == "comm")
+        assert comm["all_reduce"] == 5 and comm["all_gather"] == 1 and comm["barrier"] == 1, (f.name, comm)

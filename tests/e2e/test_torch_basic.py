@@ -102,7 +102,26 @@ def test_the_traced_run_wrote_every_expected_category(runs):
     assert {e["args"]["epoch"] for e in steps} == {1, 2}
     assert {e["args"]["step"] for e in steps} == set(range(9))
 
-    items = [e for f in forks for e in events_of(f) if e["cat"] == "data"]
-    assert {e["name"] for e in items} == {"item"}
-    assert len(items) == 2 * 192  # every sample of both splits, both epochs, in the worker processes
-    assert all("epoch" in e["args"] for e in items)
+    worker = [e for f in forks for e in events_of(f)]
+    data = Counter(e["name"] for e in worker if e["cat"] == "data")
+    # every sample of both splits, both epochs, in the worker processes: its item, its read
+    # and its normalization; and each batch's collate (9 + 3 batches per epoch)
+    assert data["item"] == data["data.io.read"] == data["preprocess"] == 2 * 192, data
+    assert data["preprocess.collate"] == 2 * (9 + 3), data
+    assert all("epoch" in e["args"] for e in worker if e["cat"] == "data")
+    # image_size is the sample's bytes in memory (3 x 16 x 16 float32), never a path's length
+    assert {e["args"].get("image_size") for e in worker if e["name"] == "data.io.read"} == {3 * 16 * 16 * 4}
+
+    # issue 8: checkpoints, device transfers, other I/O, metadata and generic regions
+    assert seen[("checkpoint", "capture")] == 2 + 1  # one per epoch, and the final weights
+    writes = [e for e in app_events if e["name"] == "checkpoint.io.write"]
+    assert len(writes) == 3 and all(e["args"].get("image_size", 0) > 0 for e in writes)
+    assert seen[("device", "transfer")] == 2 * (9 + 3)
+    assert seen[("other", "other.io.write")] >= 1
+    generic = {e["cat"] for e in app_events} - {"ai_root", "pipeline", "dataloader", "compute", "checkpoint",
+                                                   "device", "data", "other", "dftracer", "POSIX", "STDIO"}
+    assert "data.py" in generic, sorted(generic)
+    import gzip
+
+    raw = gzip.open(apps[0], "rt").read()
+    assert '"name":"CM"' in raw and '"args.epochs"' in raw and '"args.batch_size"' in raw  # ML-R20

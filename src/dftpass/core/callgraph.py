@@ -340,6 +340,11 @@ class CallGraph:
                 return None
         return None
 
+    def resolve_name(self, fs: FileSummary, name: str) -> str | None:
+        """A bare or dotted name as written at the top level of ``fs`` (``collate``,
+        ``utils.collate``) -> the project function or class it names, or None."""
+        return self._resolve_name(fs, name)
+
     def _resolve_name(self, fs: FileSummary, name: str) -> str | None:
         """A bare or dotted name as written in ``fs`` -> project function/class id."""
         head, _, rest = name.partition(".")

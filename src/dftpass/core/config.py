@@ -148,6 +148,9 @@ KEYS: dict[str, KeySpec] = {
         [], _list_of_str, "a list of globs (files, console-script names, function names)",
         "the entries to instrument; empty = every entry that trains or evaluates",
     ),
+    "emit.skip-dynamo-import": KeySpec(
+        True, lambda v: isinstance(v, bool), "true or false",
+        "put one line before each new dftracer import so it does not import torch._dynamo (1.5 s per process)"),
     "trace.data-dir": KeySpec(
         None, lambda v: v is None or _str(v), "a string", "DFTRACER_DATA_DIR for traced runs"
     ),

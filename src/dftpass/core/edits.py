@@ -62,6 +62,9 @@ class Enumerate(Edit):
 class WrapStmt(Edit):
     stmt: StmtPath
     with_item: str
+    #: statements that go inside the region, after the statement: what must run before the
+    #: region's event is written (``X.update(image_size=...)`` of what the statement read)
+    tail: tuple[str, ...] = ()
 
 
 @attrs.frozen
@@ -99,6 +102,8 @@ class EditSet:
     #: dftracer names to import, as (name, alias); stdlib modules as (module, alias)
     api_imports: list[tuple[str, str]] = attrs.field(factory=list)
     std_imports: list[tuple[str, str]] = attrs.field(factory=list)
+    #: put :data:`dftpass.core.emitter.IMPORT_PRELUDE` before a new dftracer import line
+    import_prelude: bool = False
 
     def add(self, edit: Edit) -> bool:
         """Queue ``edit``; an identical edit queued before is not queued again."""

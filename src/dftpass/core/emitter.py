@@ -49,10 +49,53 @@ NODES: dict[str, tuple[str, str]] = {
        for area in ("data", "checkpoint", "other") for op in ("open", "read", "write", "close")},
 }
 
+#: dftracer.python's package ``__init__`` imports its Dynamo backend module, which imports
+#: ``torch._dynamo``: 1.5 s on every process of a torch program (each spawn worker too),
+#: tracing on or off. A program that does not use that backend gets this one statement
+#: before dftpass's dftracer import: an empty module stands in for the backend's, so the
+#: import costs milliseconds (docs/decisions.md, "dftracer's import cost").
+DYNAMO_MODULE = "dftracer.python.dynamo"
+DYNAMO_NAMES = ("create_backend",)
+IMPORT_PRELUDE = (f'__import__("sys").modules.setdefault("{DYNAMO_MODULE}", '
+                  f'__import__("types").ModuleType("{DYNAMO_MODULE}"))')
+IMPORT_PRELUDE_COMMENT = "# dftpass: dftracer without its torch._dynamo import (1.5 s)"
+
+
+def uses_dynamo_backend(fs: FileSummary) -> bool:
+    """Whether a file uses dftracer's Dynamo backend (then no file gets the prelude)."""
+    return any(q.startswith(DYNAMO_MODULE) or q.rsplit(".", 1)[-1] in DYNAMO_NAMES and q.startswith("dftracer")
+               for q in fs.imports.values()) or any(DYNAMO_MODULE in m for m in fs.mentions)
+
+
+#: nodes derived from a node of :data:`NODES` (``X.derive(name=...)``): a distinct singleton
+#: with the base's cat, so it nests inside or around the base (which is not re-entrant)
+#: without losing events. (base path, derived name) -> (trace cat, event name)
+DERIVED: dict[tuple[str, str], tuple[str, str]] = {
+    ("data.preprocess", "collate"): ("data", "preprocess.collate"),
+}
+
+#: the decorators of a ``dft_fn`` logger dftpass emits (event name = the function's qualname)
+GENERIC_DECORATORS = ("log", "log_init", "log_static")
+#: the arguments ``dft_fn.log`` reads from a function's parameters and from ``self``'s
+#: attributes, and converts to numbers: a value that is not one raises in the user's call
+#: (dftracer-api.md, hazards), so a function that has them gets no ``dft_fn`` decorator
+DFT_FN_MAGIC_NAMES = ("epoch", "step", "image_idx", "image_size")
+
 #: the suffixes ``X.iter(...)`` adds to an event name: time waiting for the next element,
 #: and time spent in the loop body
 ITER_SUFFIX = ".iter"
 BLOCK_SUFFIX = ".block"
+
+#: nodes whose ``init`` child dftpass emits, as the decorator of a constructor
+#: (``@ai.checkpoint.init`` on a checkpointing class's ``__init__``): path -> (trace cat, event
+#: name). ``init`` is a child of the node with the node's cat and the name ``<name>.init``
+INIT_SUFFIX = ".init"
+INIT_NODES: dict[str, tuple[str, str]] = {"checkpoint": ("checkpoint", "checkpoint" + INIT_SUFFIX)}
+
+#: the tracer's method that writes a custom metadata line (``CM``), and the longest value
+#: (characters, before escaping) :meth:`FileNames.metadata` writes in one line
+METADATA_METHOD = "log_metadata_event"
+METADATA_VALUE_MAX = 1024
 
 #: how decorators of several dftpass regions on one function nest (outermost first)
 _NESTING = ("", "pipeline", "checkpoint", "compute", "data", "dataloader", "device", "comm", "other")
@@ -67,6 +110,60 @@ def event(node: str, suffix: str = "") -> tuple[str, str]:
     """(cat, name) of the trace event a node writes (``suffix`` is ITER/BLOCK for ``.iter``)."""
     cat, name = NODES[node]
     return cat, name + suffix
+
+
+# -- image_size: the bytes an I/O region moved ---------------------------------------------
+
+#: how ``image_size`` is measured from the object an I/O statement read or wrote, by what the
+#: object is (``{v}``: the name that holds it). Always the object in memory after the
+#: operation, never the file (``os.path.getsize``) or the path. Each expression is cheap
+#: (no copy: ``len(img.tobytes())`` would copy a whole image) and cannot raise for the
+#: objects it is chosen for; the guarded ones give ``-1`` ("not measured": dftpass's trace
+#: reader reads a negative size as absent) for anything else, so a region never carries the
+#: size an earlier event left on its node (``update`` is sticky).
+IMAGE_SIZE: dict[str, str] = {
+    # what is always a numpy array (np.fromfile)
+    "ndarray": "{v}.nbytes",
+    # what is always a torch tensor (torchvision.io.read_image)
+    "tensor": "{v}.element_size() * {v}.nelement()",
+    # bytes or str from a file's read()
+    "bytes": "len({v})",
+    # a decoded PIL image: one byte per band and pixel (exact for the usual 1/L/P/RGB/RGBA/CMYK
+    # modes, an under-count for 16-bit and float ones)
+    "image": "{v}.width * {v}.height * len({v}.getbands())",
+    # a pandas DataFrame (its columns, without following object pointers)
+    "frame": "int({v}.memory_usage(index=True).sum())",
+    # anything: numpy arrays and scalars, tensors, memoryviews (nbytes), bytes and str (len)
+    "any": '{v}.nbytes if isinstance(getattr({v}, "nbytes", None), int) else '
+           'len({v}) if isinstance({v}, (bytes, bytearray, str)) else -1',
+    # the position of a file object just read to its end or written from its start
+    "position": '{v}.tell() if hasattr({v}, "seekable") and {v}.seekable() else -1',
+    # nothing in memory says it (a parsed configuration)
+    "unknown": "-1",
+    # model state as torch.save writes it and torch.load returns it: the tensors anywhere in
+    # nested dicts, lists and tuples (a state dict, an optimizer's, a checkpoint dict of both);
+    # anything else counts 0 and nothing raises. ``{torch}``: the file's name for torch
+    "state": "sum(t.element_size() * t.nelement() for t in {torch}.utils._pytree.tree_flatten({v})[0] "
+             "if {torch}.is_tensor(t))",
+    # a flat dict of arrays or tensors (safetensors' save_file / load_file)
+    "tensors": 'sum(getattr(t, "nbytes", 0) for t in {v}.values())',
+    # a torch module's state without calling its state_dict() (no hooks, no FSDP gather): the
+    # bytes of its parameters and buffers; -1 for anything that is not a module
+    "module": "sum(t.element_size() * t.nelement() for t in [*{v}.parameters(), *{v}.buffers()]) "
+              "if isinstance({v}, {torch}.nn.Module) else -1",
+    # a torch optimizer's state (the moments of Adam...), without calling its state_dict(); -1
+    # for anything that is not an optimizer
+    "optimizer": "sum(t.element_size() * t.nelement() for t in {torch}.utils._pytree.tree_flatten("
+                 "list({v}.state.values()))[0] if {torch}.is_tensor(t)) if isinstance({v}, {torch}.optim.Optimizer) "
+                 "else -1",
+}
+
+
+def image_size(value: str, kind: str, torch: str = "torch") -> str:
+    """The expression that measures ``image_size`` of ``value`` (a name or ``self.x``), an
+    object of ``kind`` (a key of :data:`IMAGE_SIZE`); ``torch`` is the file's name for the
+    torch module (kind ``state``)."""
+    return IMAGE_SIZE[kind].format(v=value, torch=torch)
 
 
 # -- runtime environment (what `dftpass trace` sets) -------------------------------------
@@ -111,13 +208,19 @@ _CANDIDATES = {
     "atexit": ("atexit", "_dft_atexit"),
     "signal": ("signal", "_dft_signal"),
     "multiprocessing": ("multiprocessing", "_dft_multiprocessing"),
+    "json": ("json", "_dft_json"),
     "log": ("_dft_log", "_dft_log_"),
+    "dlp": ("dlp", "_dlp", "_dft_dlp"),
+    "worker_init": ("_dft_worker_init", "_dft_worker_init_"),
+    "functools": ("functools", "_dft_functools"),
 }
 #: the API's symbols besides ``ai``: the logger and the function decorator. :func:`recognize`
 #: returns paths that start with one of them for their uses
 OTHER_SYMBOLS = ("dftracer", "dft_fn")
 _API_SYMBOLS = ("ai", *OTHER_SYMBOLS)
-_STDLIB = ("os", "atexit", "signal", "multiprocessing")
+#: names dftpass defines (not imports) in a file
+_OWN_NAMES = ("log", "dlp", "worker_init")
+_STDLIB = ("os", "atexit", "signal", "multiprocessing", "json", "functools")
 
 
 def _existing(fs: FileSummary, symbol: str) -> str | None:
@@ -146,7 +249,7 @@ class FileNames:
 
     def _name(self, symbol: str) -> str:
         if symbol not in self._chosen:
-            existing = _existing(self.fs, symbol) if symbol != "log" else None
+            existing = _existing(self.fs, symbol) if symbol not in _OWN_NAMES else None
             if existing:
                 self._chosen[symbol] = existing
             else:
@@ -170,6 +273,48 @@ class FileNames:
     def decorator(self, path: str) -> str:
         return self.node(path)
 
+    def init_decorator(self, path: str) -> str:
+        """``ai.checkpoint.init``: the decorator of a constructor, a node of :data:`INIT_NODES`
+        (its event: ``checkpoint.init``, cat ``checkpoint``)."""
+        if path not in INIT_NODES:
+            raise KeyError(f"not a dftracer node whose init dftpass emits: {path!r}")
+        return f"{self._name('ai')}.{path}{INIT_SUFFIX}"
+
+    def derived(self, path: str, name: str) -> str:
+        """``ai.data.preprocess.derive(name="collate")``: a node of :data:`DERIVED`, usable as a
+        decorator or ``with`` item like any node (``derive`` caches the child by name: ~0.3 µs
+        after the first call, tracing on or off)."""
+        if (path, name) not in DERIVED:
+            raise KeyError(f"not a derived dftracer node dftpass emits: {path!r} / {name!r}")
+        return f'{self.node(path)}.derive(name="{name}")'
+
+    # -- generic regions (dft_fn) ------------------------------------------------------
+    @staticmethod
+    def generic_cat(module: str) -> str:
+        """The cat of a module's generic events: the module's name (``engine``), with ``.py``
+        added when that name is one of the categories dftracer or dftpass's analysis give a
+        meaning to (a ``data.py``'s functions must not count as data loading)."""
+        reserved = {cat for cat, _ in NODES.values()} | {*TRACE_SYSCALL_CATS, TRACE_META_CAT, "dynamo", "PP", "hip"}
+        return f"{module}.py" if module in reserved or module.lower() in reserved else module
+
+    def module_logger(self, cat: str) -> str:
+        """The file's one generic logger, ``dlp = dft_fn("train", name="train")`` (the DLIO
+        pattern): its events have cat ``cat``. ``name=`` spares the constructor the stack
+        walk it does without one (78 µs, tracing on or off)."""
+        return f'{self._name("dlp")} = {self._name("dft_fn")}("{cat}", name="{cat}")'
+
+    def generic_decorator(self, kind: str = "log", logger: str | None = None) -> str:
+        """``dlp.log`` (a function), ``dlp.log_init`` (a constructor), ``dlp.log_static`` (a
+        static method, under ``@staticmethod``); ``logger`` is an existing logger's name."""
+        if kind not in GENERIC_DECORATORS:
+            raise KeyError(f"not a dft_fn decorator: {kind!r}")
+        return f"{logger or self._name('dlp')}.{kind}"
+
+    def generic_region(self, cat: str, name: str) -> str:
+        """A ``with`` item for a region of its own (an ``async def`` body): a new ``dft_fn``
+        per entry, so nested or concurrent regions never share one."""
+        return f'{self._name("dft_fn")}("{cat}", name="{name}")'
+
     def iter_callee(self, path: str) -> str:
         return f"{self.node(path)}.iter"
 
@@ -182,6 +327,84 @@ class FileNames:
     def update(self, **values: str | None) -> str:
         args = ", ".join(f"{k}={v}" for k, v in values.items() if v)
         return f"{self._name('ai')}.update({args})"
+
+    def subtree_update(self, subtrees: list[str], **values: str | None) -> str:
+        """``ai.compute.update(step=s, epoch=e); ai.dataloader.update(...)``: the values on the
+        subtrees whose events a training step writes, instead of the whole tree (``ai.update``
+        walks every node: ~25 µs off and ~110 µs on per call, measured by bench/overhead.py;
+        ``ai.compute.update``, four nodes: ~2 / ~12 µs). An empty list is ``ai.update``."""
+        if not subtrees:
+            return self.update(**values)
+        for head in subtrees:
+            if not any(n == head or n.startswith(head + ".") for n in NODES):
+                raise KeyError(f"not a dftracer ai subtree: {head!r}")
+        args = ", ".join(f"{k}={v}" for k, v in values.items() if v)
+        ai = self._name("ai")
+        return "; ".join(f"{ai}.{head}.update({args})" for head in subtrees)
+
+    def node_update(self, path: str, **values: str | None) -> str:
+        """``ai.data.io.read.update(image_size=...)``: values that stick to the later events of
+        one node (and of nodes derived from it), not of the whole tree as ``update`` does; a
+        leaf's update costs ~0.4 µs with tracing off and ~1.4 µs on (``ai.update``: ~15 / ~65 µs)."""
+        args = ", ".join(f"{k}={v}" for k, v in values.items() if v)
+        return f"{self.node(path)}.update({args})"
+
+    def metadata(self, fields: list[tuple[str, str, bool]]) -> str:
+        """Log the fields of parsed configurations once, as custom metadata lines (``CM``).
+
+        ``fields`` lists (expression, key prefix, is a mapping): each field of the value of the
+        expression (``vars(x)`` for an object such as an argparse namespace or a dataclass,
+        ``x.items()`` for a mapping such as a dict or an omegaconf ``DictConfig``) is written
+        under ``<prefix>.<field>``, its value ``str()``'d and cut to :data:`METADATA_VALUE_MAX`
+        characters. Nothing runs unless this process traces (the tracer is initialized); the
+        native ``log_metadata_event`` takes only strings and writes them into the JSON line
+        unescaped, so key and value are JSON-escaped first (``json.dumps(...)[1:-1]``); and
+        nothing can raise into the program (a field that fails to read or print ends that
+        expression's fields, silently)."""
+        dft, js = self._name("dftracer"), self._name("json")
+        lines = [f"if {dft}.get_instance().logger is not None:\n"]
+        for value, prefix, mapping in fields:
+            items = f"{value}.items()" if mapping else f"vars({value}).items()"
+            lines += [
+                "    try:\n",
+                f"        for _dft_key, _dft_value in {items}:\n",
+                f"            {dft}.get_instance().{METADATA_METHOD}(\n"
+                f"                {js}.dumps(f\"{prefix}.{{_dft_key}}\")[1:-1], "
+                f"{js}.dumps(str(_dft_value)[:{METADATA_VALUE_MAX}])[1:-1])\n",
+                "    except Exception:\n",
+                "        pass\n",
+            ]
+        return "".join(lines)
+
+    # -- DataLoader workers (ML-R21) ----------------------------------------------------
+    def worker_init_name(self) -> str:
+        return self._name("worker_init")
+
+    def worker_init_function(self) -> str:
+        """A top-level (so picklable) ``worker_init_fn`` that starts tracing in a DataLoader
+        worker that does not trace yet (a spawn or forkserver worker; a forked one already
+        does) and then runs the loader's own ``worker_init_fn``, if any. The worker ends
+        through ``multiprocessing``'s exit path, not ``atexit`` (a forkserver child leaves
+        with ``os._exit``), so the finalize is a ``multiprocessing.util.Finalize``."""
+        dft, os_, mp = self._name("dftracer"), self._name("os"), self._name("multiprocessing")
+        return (
+            f"def {self.worker_init_name()}(worker_id, chain=None):\n"
+            f'    """dftpass: trace this DataLoader worker, then run the loader\'s own worker_init_fn."""\n'
+            f"    log = {dft}.get_instance()\n"
+            f'    if {os_}.environ.get("{ENV_ENABLE}") == "1" and log.logger is None:\n'
+            f'        log = {dft}.initialize_log(logfile={os_}.environ.get("{ENV_LOG_FILE}"), data_dir=None, '
+            f"process_id=-1)\n"
+            f"        {mp}.util.Finalize(None, log.finalize, exitpriority=0)\n"
+            f"    if chain is not None:\n"
+            f"        chain(worker_id)\n"
+        )
+
+    def worker_init_assignment(self, loader: str) -> str:
+        """``loader.worker_init_fn = functools.partial(_dft_worker_init, chain=loader.worker_init_fn)``:
+        ``worker_init_fn`` may be set after the loader is built (each iterator reads it), and
+        a ``partial`` of two top-level functions still pickles."""
+        return (f"{loader}.worker_init_fn = {self._name('functools')}.partial({self.worker_init_name()}, "
+                f"chain={loader}.worker_init_fn)")
 
     def lifecycle_prologue(self) -> list[str]:
         """Initialize tracing once per process, only when it is on, and finalize at exit.
@@ -298,6 +521,18 @@ def is_node(fs: FileSummary, text: str | None, path: str, method: str = "") -> b
 
 def is_initialize(fs: FileSummary, callee: str) -> bool:
     return recognize(fs, callee) == "dftracer.initialize_log"
+
+
+def is_derived(fs: FileSummary, text: str | None, path: str) -> bool:
+    """Whether ``text`` is ``path.derive(...)`` in ``fs``, whatever the derived name (the
+    summaries' dotted texts drop a call's arguments: ``ai.data.preprocess.derive()``)."""
+    return recognize(fs, text) == f"{path}.derive()"
+
+
+def is_metadata_call(callee: str) -> bool:
+    """``x.log_metadata_event(...)`` on any tracer object (``dftracer.get_instance()``, a
+    ``log`` that ``initialize_log`` returned): the method name is dftracer's alone."""
+    return callee.rsplit(".", 1)[-1] == METADATA_METHOD and "." in callee
 
 
 # -- names in the trace files dftracer writes (read by :mod:`dftpass.traces`) ----------------

@@ -418,6 +418,10 @@ class LoopAnalysis:
                 p = fn.loops[p].parent
         return out
 
+    def loop_and_descendants(self, function_id: str, index: int) -> set[int]:
+        """Loop ``index`` of the function and the loops nested in it."""
+        return {index, *self._loop_descendants(self.graph.fn(function_id), index)}
+
     def _calls_in_loop(self, function_id: str, index: int) -> Iterable[str]:
         for call, targets in self.graph.calls_with_targets(function_id):
             if index in call.loops:

@@ -23,6 +23,7 @@ import structlog
 from dftpass.core.config import Config
 from dftpass.core.context import PassTiming, RunContext
 from dftpass.core.edits import Edit, EditSet
+from dftpass.core.emitter import uses_dynamo_backend
 from dftpass.core.findings import Finding, Severity
 from dftpass.core.manager import PassManager, call_hook, natural_key
 from dftpass.core.progress import Progress
@@ -182,8 +183,10 @@ def _annotate(root: Path, config: Config, mode: str, passes: Iterable[str] | Non
     manager.run(ctx, pipeline)
 
     files: dict[str, FileResult] = {}
+    prelude = ctx.config.get("emit.skip-dynamo-import") and not any(uses_dynamo_backend(fs) for fs in ctx.project.summaries())
     for relpath, edit_set in sorted(ctx.edit_sets.items()):
         _needed_imports(ctx, edit_set)
+        edit_set.import_prelude = prelude
 
     if mode == "validate":
         for relpath, edit_set in sorted(ctx.edit_sets.items()):

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dftpass.core.edits import Decorate, Edit, WrapBody
 from dftpass.core.emitter import FileNames, is_node, nesting_rank
-from dftpass.core.summary import FileSummary, FunctionSummary
+from dftpass.core.summary import FileSummary, FunctionSummary, StmtPath
 
 #: decorators after which a dftracer decorator would not wrap a plain function
 _DESCRIPTOR_DECORATORS = ("property", "cached_property", "setter", "getter", "deleter")
@@ -43,3 +43,12 @@ def function_region(names: FileNames, fn: FunctionSummary, node: str, rule: str,
     if needs_body_region(fn):
         return WrapBody(rule, fn.line, why, fn.stmt, with_item=names.node(node))
     return Decorate(rule, fn.line, why, fn.stmt, names.decorator(node), rank=nesting_rank(node))
+
+
+def top_level_line(fs: FileSummary, top: StmtPath) -> int:
+    """The line of the top-level statement ``top`` (a def or class; 1 if it is neither):
+    where a rule that adds a module-level definition before it reports the change."""
+    for item in (*fs.functions, *fs.classes):
+        if item.stmt[:1] == top:
+            return item.line
+    return 1

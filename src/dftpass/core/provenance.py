@@ -56,6 +56,8 @@ def entry(fs: FileSummary, edit: Edit) -> dict:
         out.update(index=edit.index, parens=bool(loop and loop.target_parens))
     elif isinstance(edit, WrapStmt):
         out["item"] = edit.with_item
+        if edit.tail:
+            out["tail"] = list(edit.tail)
     elif isinstance(edit, (InsertBefore, InsertAfter)):
         out.update(code=edit.code, separate=getattr(edit, "separate", False))
     return out

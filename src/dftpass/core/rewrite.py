@@ -17,7 +17,7 @@ import libcst as cst
 
 from dftpass.core.edits import (Decorate, Edit, EditSet, Enumerate, InsertAfter, InsertBefore, WrapBody, WrapIter,
                                 WrapStmt, edit_target)
-from dftpass.core.emitter import API_MODULE
+from dftpass.core.emitter import API_MODULE, IMPORT_PRELUDE, IMPORT_PRELUDE_COMMENT
 from dftpass.core.linebytes import keep_original_bytes
 from dftpass.core.summary import StmtPath
 
@@ -177,7 +177,8 @@ def _move_leading_lines(src: cst.BaseStatement, dst: cst.BaseStatement) -> tuple
 
 class _Apply(cst.CSTTransformer):
     def __init__(self, module: cst.Module, edits: Sequence[Edit], names_api, names_std,
-                 import_anchor: int) -> None:
+                 import_anchor: int, prelude: bool = False) -> None:
+        self.prelude = prelude
         self.by_node: dict[int, list[Edit]] = {}
         self.small: dict[int, dict[int | None, list[Edit]]] = {}
         #: the nodes on the way to an edit: the transform visits only these, and leaves every
@@ -252,7 +253,8 @@ class _Apply(cst.CSTTransformer):
         for e in edits:
             if isinstance(e, WrapStmt):
                 inner, outer = _move_leading_lines(node, _with(e.with_item, []))
-                node = outer.with_changes(body=cst.IndentedBlock(body=[inner]))
+                tail = [s for code in e.tail for s in _stmts(code)]
+                node = outer.with_changes(body=cst.IndentedBlock(body=[inner, *tail]))
         # statements that open a region around this one (``X.start()``) go right before it;
         # free-standing ones (``ai.update(...)``) go above them
         inserts = sorted((e for e in edits if isinstance(e, InsertBefore)), key=lambda e: e.take_comments)
@@ -341,6 +343,8 @@ class _Apply(cst.CSTTransformer):
             new.append(_stmt(f"import {module}" + (f" as {alias}" if alias != module else "")))
         if api:
             names = ", ".join(n if a == n else f"{n} as {a}" for n, a in api)
+            if self.prelude:
+                new.append(_stmt(f"{IMPORT_PRELUDE}  {IMPORT_PRELUDE_COMMENT}"))
             new.append(_stmt(f"from {API_MODULE} import {names}"))
         if not new:
             return body
@@ -450,7 +454,8 @@ def apply_edits(relpath: str, source: bytes, edit_set: EditSet, import_anchor: i
                 owners.add(id(node))
         if owners:
             module = module.visit(_ExpandSuites(owners))
-        transformer = _Apply(module, edit_set.edits, edit_set.api_imports, edit_set.std_imports, import_anchor)
+        transformer = _Apply(module, edit_set.edits, edit_set.api_imports, edit_set.std_imports, import_anchor,
+                             edit_set.import_prelude)
         new_module = module.visit(transformer)
         new = keep_original_bytes(source, new_module.bytes)
     except (EditError, cst.ParserSyntaxError, Exception) as exc:  # noqa: BLE001 - the user's file must survive

@@ -12,7 +12,8 @@ edit                   its inverse
 ``WrapBody``           the prologue statements go, ``try``/``finally`` and ``with`` unwrap
 ``WrapIter``           ``ai.x.iter(it, ...)`` becomes ``it``
 ``Enumerate``          ``for _dft_step, (x, y) in enumerate(it)`` becomes ``for x, y in it``
-``WrapStmt``           ``with ai.x:`` around one statement unwraps; comments go back to it
+``WrapStmt``           ``with ai.x:`` around one statement unwraps, its tail statements go; comments
+                       go back to it
 ``InsertBefore/After`` the statement goes (in a ``;`` line, the part); its comments go to the next
 imports                the names dftpass imported go, and the blank lines it moved come back
 =====================  ========================================================================
@@ -35,7 +36,7 @@ from typing import Sequence
 import attrs
 import libcst as cst
 
-from dftpass.core.emitter import recognize
+from dftpass.core.emitter import IMPORT_PRELUDE, recognize
 from dftpass.core.linebytes import keep_original_bytes
 from dftpass.core.summary import MODULE_SCOPE, FileSummary
 
@@ -108,10 +109,11 @@ class _Strip(cst.CSTTransformer):
             return [("iter", scope, e["callee"])]
         if kind == "Enumerate":
             return [("enumerate", scope, e["index"])]
-        if kind == "WrapStmt":
-            return [("with", scope, e["item"])]
+        if kind == "WrapStmt":  # the tail statements go first (their block is left first), then the with
+            return [("with", scope, e["item"]), *(("stmt", scope, _norm(part)) for code in e.get("tail", ())
+                                                 for part in _parts(code))]
         if kind in ("InsertBefore", "InsertAfter"):
-            return [("stmt", scope, _norm(part)) for part in _statements(e["code"])]
+            return [("stmt", scope, _norm(part)) for part in _parts(e["code"])]
         return []
 
     def _take(self, key: tuple, dftracer_construct: bool = False) -> bool:
@@ -324,11 +326,15 @@ class _Strip(cst.CSTTransformer):
         api = {alias for _, alias in self.api}
         if self.strip_all:
             api |= {local for local, _ in _api_locals(body)}
-        text = cst.Module(body=body).code
+        # the prelude names dftracer's module in a string: it must not count as a use
+        text = cst.Module(body=[s for s in body if not _is_prelude(s)]).code
         out: list[cst.BaseStatement] = []
         block: list[cst.BaseStatement] = []  # removed statements of dftpass's import block
         for stmt in body:
             small = stmt.body[0] if isinstance(stmt, cst.SimpleStatementLine) and len(stmt.body) == 1 else None
+            if _is_prelude(stmt):
+                block.append(stmt)
+                continue
             if small is not None and std[_code(small)] > 0:
                 std[_code(small)] -= 1
                 block.append(stmt)
@@ -352,6 +358,10 @@ class _Strip(cst.CSTTransformer):
         return out
 
 
+def _is_prelude(stmt: cst.BaseStatement) -> bool:
+    return isinstance(stmt, cst.SimpleStatementLine) and len(stmt.body) == 1 and _code(stmt.body[0]) == IMPORT_PRELUDE
+
+
 def _after_import_block(stmt: cst.BaseStatement, taken: Sequence[cst.EmptyLine]) -> cst.BaseStatement:
     """Undo ``rewrite._separate``: the inserted block took the statement's blank lines, and a
     statement that is not an import got one blank line (two before a ``def``/``class``)."""
@@ -365,6 +375,18 @@ def _after_import_block(stmt: cst.BaseStatement, taken: Sequence[cst.EmptyLine])
 
 def _statements(code: str) -> list[str]:
     return [_code(s) for s in cst.parse_module(code if code.endswith("\n") else code + "\n").body]
+
+
+def _parts(code: str) -> list[str]:
+    """The statements of inserted code as strip meets them: each part of a ``;`` line on
+    its own (``ai.compute.update(...); ai.device.update(...)``), compound ones whole."""
+    out = []
+    for stmt in cst.parse_module(code if code.endswith("\n") else code + "\n").body:
+        if isinstance(stmt, cst.SimpleStatementLine):
+            out.extend(_small_code(s) for s in stmt.body)
+        else:
+            out.append(_code(stmt))
+    return out
 
 
 def _is_docstring(stmt: cst.BaseStatement) -> bool:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import attrs
+
 from dftpass.core.edits import Enumerate, InsertBefore
 from dftpass.core.emitter import recognize
 from dftpass.core.loops import LoopFacts
@@ -10,21 +12,34 @@ from dftpass.core.passes import Case, Pass, PassKind
 STEP_NAME = "_dft_step"
 
 
+@attrs.define
+class StepMetadataOptions:
+    #: the ``ai`` subtrees a batch loop's update goes to (``comm`` is added for a distributed
+    #: project); an empty list updates the whole tree with ``ai.update``
+    step_nodes: list[str] = attrs.field(factory=lambda: ["compute", "dataloader", "device"])
+
+
 class StepMetadata(Pass):
-    """Tell dftracer the current step and epoch: ``ai.update(step=..., epoch=...)``.
+    """Tell dftracer the current step and epoch: ``ai.compute.update(step=..., epoch=...)``.
 
     What it does:
-        Inserts ``ai.update(step=S, epoch=E)`` as the first statement of every batch loop.
+        Inserts ``ai.compute.update(step=S, epoch=E); ai.dataloader.update(step=S, epoch=E);
+        ai.device.update(step=S, epoch=E)`` as the first statement of every batch loop (and
+        ``ai.comm.update(...)`` in a distributed project): the subtrees whose events a step
+        writes in the training process.
         ``S`` is the loop's ``enumerate`` index; a loop without one is enumerated
         (``for batch in loader`` -> ``for _dft_step, batch in enumerate(...)``). ``E`` is the
         enclosing epoch loop's variable, or the parameter through which every caller passes
-        it. Every epoch loop with an integer variable also gets ``ai.update(epoch=E)`` first,
-        so the events outside batch loops (evaluation, checkpoints) carry the epoch too.
+        it. Every epoch loop with an integer variable also gets ``ai.update(epoch=E)`` (the
+        whole tree, once per epoch) first, so the events outside batch loops (evaluation,
+        checkpoints, items) carry the epoch too.
 
     Why:
-        ``ai.update`` sets ``step`` and ``epoch`` on every node; they stick to all later
-        events, which is how a trace is cut by step and epoch. It costs ~15 µs with tracing
-        off and ~65 µs on, so it goes once per step, never per sample.
+        ``X.update`` sets ``step`` and ``epoch`` on the nodes of X; they stick to all later
+        events, which is how a trace is cut by step and epoch. ``ai.update`` walks the whole
+        tree (~45 nodes): ~25 µs with tracing off and ~110 µs on, 11 % of a 1 ms step by
+        itself; the three subtrees cost ~4 / ~20 µs (bench/overhead.py). Events of other
+        nodes inside a step (a checkpoint saved mid-epoch) carry the epoch, not the step.
 
         A ``while`` loop's step is the counter its body counts up (``iter_num += 1``); a
         ``for i in range(0, n, bptt)`` loop's variable is an offset, not a step, so it is
@@ -40,13 +55,17 @@ class StepMetadata(Pass):
         A loop whose body already starts with ``ai.update`` is left alone.
 
     Options:
-        None.
+        step_nodes (["compute", "dataloader", "device"]): the subtrees a batch loop's update
+        goes to; ``[]`` updates the whole tree with ``ai.update`` (every event gets the step,
+        at ~5x the cost).
     """
+
+    Options = StepMetadataOptions
 
     id = "ML-R8"
     title = "Step and epoch metadata"
     kind = PassKind.TRANSFORM
-    requires = ("loops",)
+    requires = ("loops", "frameworks")
     after = ("ML-R6", "ML-R3")
     tags = ("pipeline", "metadata")
 
@@ -59,7 +78,7 @@ class StepMetadata(Pass):
             "def run(model, loader):\n    it = iter(loader)\n    iter_num = 0\n    while iter_num < 100:\n"
             "        x = next(it)\n        model(x)\n        iter_num += 1\n",
             "from dftracer.python import ai\n\n\ndef run(model, loader):\n    it = iter(loader)\n    iter_num = 0\n"
-            "    while iter_num < 100:\n        ai.update(step=iter_num)\n        x = next(it)\n        model(x)\n"
+            "    while iter_num < 100:\n        ai.compute.update(step=iter_num); ai.dataloader.update(step=iter_num); ai.device.update(step=iter_num)\n        x = next(it)\n        model(x)\n"
             "        iter_num += 1\n",
         ),
         Case(
@@ -67,31 +86,37 @@ class StepMetadata(Pass):
             "        for i, (x, y) in enumerate(loader):\n            model(x)\n",
             "from dftracer.python import ai\n\n\ndef run(model, loader, epochs):\n    for epoch in range(epochs):\n"
             "        ai.update(epoch=epoch)\n        for i, (x, y) in enumerate(loader):\n"
-            "            ai.update(step=i, epoch=epoch)\n            model(x)\n",
+            "            ai.compute.update(step=i, epoch=epoch); ai.dataloader.update(step=i, epoch=epoch); "
+            "ai.device.update(step=i, epoch=epoch)\n            model(x)\n",
         ),
         Case(
             "def evaluate(model, val_loader):\n    for x, y in val_loader:\n        # forward only\n"
             "        model(x)\n",
             "from dftracer.python import ai\n\n\ndef evaluate(model, val_loader):\n"
-            "    for _dft_step, (x, y) in enumerate(val_loader):\n        ai.update(step=_dft_step)\n"
+            "    for _dft_step, (x, y) in enumerate(val_loader):\n        ai.compute.update(step=_dft_step); "
+            "ai.dataloader.update(step=_dft_step); ai.device.update(step=_dft_step)\n"
             "        # forward only\n        model(x)\n",
         ),
         Case(
             "def train_one(model, loader, ep):\n    for step, x in enumerate(loader):\n        model(x)\n\n\n"
             "def main(model, loader):\n    for epoch in range(1, 4):\n        train_one(model, loader, epoch)\n",
             "from dftracer.python import ai\n\n\ndef train_one(model, loader, ep):\n"
-            "    for step, x in enumerate(loader):\n        ai.update(step=step, epoch=ep)\n        model(x)\n\n\n"
+            "    for step, x in enumerate(loader):\n        ai.compute.update(step=step, epoch=ep); ai.dataloader.update(step=step, epoch=ep); "
+            "ai.device.update(step=step, epoch=ep)\n        model(x)\n\n\n"
             "def main(model, loader):\n    for epoch in range(1, 4):\n        ai.update(epoch=epoch)\n"
             "        train_one(model, loader, epoch)\n",
         ),
     ]
 
     def run(self, ctx) -> None:
+        self._subtrees = list(self.options.step_nodes)
+        if self._subtrees and "comm" not in self._subtrees and ctx.analysis("frameworks").distributed:
+            self._subtrees.append("comm")
         loops = ctx.analysis("loops")
         graph = ctx.analysis("callgraph")
         for facts in loops.of_kind("epoch"):
             if facts.int_var and not self._has_update(graph, facts):
-                self._insert(ctx, graph, facts, epoch=facts.int_var)
+                self._insert(ctx, graph, facts, [], epoch=facts.int_var)
         for facts in loops.of_kind("batch"):
             if self._has_update(graph, facts) or facts.yields_batches:
                 continue  # a generator handing batches on: its consumer's loop counts the steps
@@ -106,16 +131,16 @@ class StepMetadata(Pass):
                                                    facts.loop.stmt, step))
             if step is None:
                 continue  # a while loop that counts nothing: no step to tell
-            self._insert(ctx, graph, facts, step=step, epoch=self._epoch(loops, graph, facts))
+            self._insert(ctx, graph, facts, self._subtrees, step=step, epoch=self._epoch(loops, graph, facts))
 
     @staticmethod
     def _has_update(graph, facts: LoopFacts) -> bool:
         fs = graph.file_of(facts.function)
-        return any(recognize(fs, c) == "update" for c in facts.loop.body_calls)
+        return any((recognize(fs, c) or "").rpartition(".")[2] == "update" for c in facts.loop.body_calls)
 
-    def _insert(self, ctx, graph, facts: LoopFacts, **values) -> None:
+    def _insert(self, ctx, graph, facts: LoopFacts, subtrees: list[str], **values) -> None:
         fs = graph.file_of(facts.function)
-        code = ctx.names(fs.relpath).update(**values)
+        code = ctx.names(fs.relpath).subtree_update(subtrees, **values)
         ctx.add_edit(fs.relpath, InsertBefore(self.id, facts.loop.line, f"{facts.kind} metadata: {code}",
                                               facts.loop.body_first, code, take_comments=False))
 

@@ -73,8 +73,8 @@ class TraceCategories(Pass):
         After ``dftpass trace``, reads the run's traces and checks for ``ai_root``,
         ``pipeline``, ``compute``, ``data`` and ``dataloader`` events, plus ``checkpoint``,
         ``comm``, ``device`` and ``other`` where the annotated source uses those nodes.
-        ``data.io.*``, ``checkpoint.io.*`` and ``other.io.*`` events must carry
-        ``image_size`` (bytes moved). Each gap names the rule that should have produced it.
+        ``data.io.read/write``, ``checkpoint.io.read/write`` and ``other.io.read/write``
+        events must carry ``image_size`` (bytes moved; an open or close moves none). Each gap names the rule that should have produced it.
         A run made with ``--data-dir`` that traced no file I/O is reported too.
 
     Why:
@@ -126,7 +126,9 @@ class TraceCategories(Pass):
                                "(../data/x.npy) does not match an absolute prefix; give the program absolute "
                                "paths, or add the relative prefix (or 'all')", where, severity=Severity.WARNING))
         for (cat, name), stats in sorted(summary.by_key.items()):
-            if ".io." in name and cat in IO_RULES and stats.count and not stats.bytes:
+            # only reads and writes move bytes: an open or a close has no size to carry
+            if ".io." in name and name.rsplit(".", 1)[-1] in ("read", "write") and cat in IO_RULES \
+                    and stats.count and not stats.bytes:
                 ctx.report(Finding(self.id, f"{stats.count} '{name}' events carry no image_size: pass the bytes "
                                    f"moved with .update(image_size=...) after the operation ({IO_RULES[cat]})",
                                    where, severity=Severity.WARNING))

@@ -1,0 +1,1 @@
+"""Rules for checkpoints: capture/restart regions, their I/O phases."""

@@ -1,0 +1,130 @@
+"""ML-R23: no dftracer region on a function that a compiler runs instead of Python."""
+
+from __future__ import annotations
+
+from dftpass.core.findings import Finding, Severity
+from dftpass.core.passes import Case, Expect, Pass, PassKind
+from dftpass.core.values import classes
+from dftpass.plugins.checks.regions import RULES_THAT_PLACE, regions_on
+
+#: qualified compilers, as a decorator or a call on a function: what each does to a region
+COMPILERS = {
+    "numba.jit": "numba compiles it: a Python decorator inside makes it fall back or fail",
+    "numba.njit": "numba compiles it: a Python decorator inside makes it fail to compile",
+    "numba.vectorize": "numba compiles it", "numba.guvectorize": "numba compiles it",
+    "numba.cfunc": "numba compiles it", "numba.cuda.jit": "numba compiles it for the GPU",
+    "jax.jit": "jax traces it once: the region would time the tracing, not the runs",
+    "jax.pmap": "jax traces it once: the region would time the tracing, not the runs",
+    "flax.nnx.jit": "jax traces it once: the region would time the tracing, not the runs",
+    "equinox.filter_jit": "jax traces it once: the region would time the tracing, not the runs",
+    "tensorflow.function": "tf.function traces it into a graph: the region would time the tracing only",
+    "torch.jit.script": "TorchScript compiles it: a dftracer decorator cannot be scripted",
+    "torch.compile": "Dynamo compiles it: the region's Python calls break the graph",
+    "cython.compile": "Cython compiles it",
+}
+#: what the region should do instead
+FIX = "put the region around the Python call of the compiled function (its caller) instead"
+
+
+def _compiler(graph, fs, text: str | None) -> str | None:
+    """The qualified compiler a decorator or callee text names (``nb.njit(cache=True)`` ->
+    ``numba.njit``, ``tf.function`` -> ``tensorflow.function``), or None."""
+    if not text:
+        return None
+    qualified = graph.qualify(fs, text.split("(", 1)[0])
+    if qualified.startswith("tf."):
+        qualified = "tensorflow." + qualified[3:]
+    if qualified.startswith("nnx."):
+        qualified = "flax.nnx." + qualified[4:]
+    return qualified if qualified in COMPILERS else None
+
+
+class CompiledFunctions(Pass):
+    """Report dftracer regions on functions that a compiler runs instead of Python.
+
+    What it does:
+        Finds the functions a compiler takes over: decorated with (or passed to) numba's
+        ``jit``/``njit``/``vectorize``, ``jax.jit``/``pmap``/``nnx.jit``, ``tf.function``,
+        ``torch.jit.script``, ``torch.compile``, or Cython's ``compile``; and the ``forward``
+        of a model passed to ``torch.compile``. A dftracer region on one of them, written
+        by hand or planned by another rule, is reported with what goes wrong and where the
+        region belongs: around the Python call of the compiled function.
+
+    Why:
+        A compiled function does not run its Python body on each call. numba and
+        TorchScript cannot compile a dftracer decorator at all; jax and ``tf.function``
+        run the Python body once, while tracing, so the region times the tracing and
+        then nothing; under ``torch.compile`` every dftracer call in ``forward`` is a
+        graph break, which slows the step and changes what is measured.
+
+    Example:
+        ``@ai.compute\\n@jax.jit\\ndef train_step(state, batch): ...`` is reported: time
+        ``state = train_step(state, batch)`` in the training loop instead (with
+        ``jax.block_until_ready``, ML-R14).
+
+    Fix safety:
+        A check: it changes nothing.
+
+    Options:
+        None.
+    """
+
+    id = "ML-R23"
+    title = "Compiled functions"
+    kind = PassKind.CHECK
+    requires = ("callgraph",)
+    after = RULES_THAT_PLACE
+    tags = ("safety",)
+
+    VALID = [
+        # the region is on the caller of the jitted step
+        "import jax\nfrom dftracer.python import ai\n\n\n@jax.jit\ndef step(x):\n    return x * 2\n\n\n"
+        "def loop(xs):\n    for x in xs:\n        with ai.compute:\n            y = step(x)\n",
+        # a plain function with a region
+        "from dftracer.python import ai\n\n\n@ai.compute\ndef step(x):\n    return x * 2\n",
+    ]
+    INVALID = [
+        Case(
+            "import numba\nfrom dftracer.python import ai\n\n\n@ai.data.preprocess\n@numba.njit(cache=True)\n"
+            "def normalize(x):\n    return x / 255.0\n",
+            findings=(Expect("error", "numba compiles it", line=7),),
+        ),
+        Case(
+            "import tensorflow as tf\nfrom dftracer.python import ai\n\n\n@tf.function\n@ai.compute\n"
+            "def train_step(x):\n    return x + 1\n",
+            findings=(Expect("error", "tf.function traces it", line=7),),
+        ),
+        Case(
+            "import torch\nfrom dftracer.python import ai\n\n\nclass Net(torch.nn.Module):\n    @ai.compute.forward\n"
+            "    def forward(self, x):\n        return x\n\n\ndef main():\n    model = torch.compile(Net())\n"
+            "    model(torch.ones(1))\n",
+            findings=(Expect("warning", "graph", line=7),),
+        ),
+    ]
+
+    def run(self, ctx) -> None:
+        graph = ctx.analysis("callgraph")
+        compiled: dict[str, str] = {}  # function id -> compiler
+        for function_id, (fs, fn) in graph.functions.items():
+            for d in fn.decorators:
+                compiler = _compiler(graph, fs, d)
+                if compiler:
+                    compiled.setdefault(function_id, compiler)
+            for i, call in enumerate(fn.calls):
+                compiler = _compiler(graph, fs, call.callee)
+                if not compiler or not call.args or not call.args[0]:
+                    continue
+                resolved = graph.resolve_name(fs, call.args[0].rstrip("()"))
+                if resolved in graph.functions:
+                    compiled.setdefault(resolved, compiler)
+                if graph.values is not None:
+                    for class_id in classes(graph.values.of(function_id, call.args[0])):
+                        forward = graph.method(class_id, "forward")
+                        if forward:
+                            compiled.setdefault(forward, compiler)
+        for function_id, compiler in sorted(compiled.items()):
+            fs, fn = graph.functions[function_id]
+            for where in regions_on(ctx, fs, fn):
+                severity = Severity.WARNING if compiler == "torch.compile" else Severity.ERROR
+                ctx.report(Finding(self.id, f"{where} on {fn.qualname}: {COMPILERS[compiler]}; {FIX}",
+                                   fs.relpath, fn.line, fn.col, severity))

@@ -1,0 +1,324 @@
+"""ML-R17: ``with ai.device.transfer:`` around the host-to-device moves of batches."""
+
+from __future__ import annotations
+
+import re
+
+from dftpass.core.edits import WrapStmt
+from dftpass.core.emitter import is_node
+from dftpass.core.findings import Finding, Severity
+from dftpass.core.passes import Case, Expect, Pass, PassKind
+from dftpass.core.placement import has_region
+from dftpass.plugins.knowledge import LOSS_NAME, is_model_call, model_classes, unwrappable
+
+#: device strings of accelerators (``'cuda'``, ``'cuda:1'``, ``'mps'``...); ``'cpu'`` is not one
+ACCELERATORS = ("cuda", "mps", "xpu", "hpu", "npu", "xla", "mlu", "musa")
+#: a name that holds a device (``device``, ``args.device``, ``self.dev``, ``args.gpu``, ``local_rank``)
+DEVICE_NAME = re.compile(r"(?i)^(device|dev|gpu|cuda|rank|local_rank|device_id)s?$|(^|_)(device|gpu)(_\w+)?$")
+#: receivers that are models or losses, not batches (``model.to(device)``, ``criterion.cuda()``)
+NOT_A_BATCH = re.compile(r"(?i)^(self|model|net|network|module|teacher|student|ema|ema_model|classifier|"
+                         r"backbone|encoder|decoder|generator|discriminator|policy|critic|actor)$|_(model|net)$")
+
+
+def _device_text(text: str | None) -> bool | None:
+    """True when the text is an accelerator device, False when it is something else (a dtype,
+    ``'cpu'``), None when the text alone does not tell."""
+    if not text:
+        return None
+    if text[:1] in "'\"":
+        value = text.strip("'\"").lower()
+        return value.split(":")[0] in ACCELERATORS
+    if text.isdigit():
+        return True  # ``.to(0)``: cuda:0
+    last = text.rsplit(".", 1)[-1]
+    if "dtype" in last.lower() or text.startswith(("torch.float", "torch.int", "torch.bfloat", "torch.half",
+                                                   "torch.double", "torch.long", "torch.bool", "torch.uint",
+                                                   "torch.complex", "torch.channels_last", "torch.contiguous")):
+        return False
+    if last in ("device", "device()") or DEVICE_NAME.search(last):
+        return True
+    return None
+
+
+def _moves_to_device(fn, call) -> bool:
+    """``x.to(device)``, ``x.to('cuda', non_blocking=True)``, ``x.to(device=dev)``, ``x.cuda()``."""
+    if call.method == "cuda":
+        return True
+    if call.method != "to":
+        return False
+    keywords = dict(call.keywords)
+    candidates = [keywords["device"]] if "device" in keywords else list(call.args[:1])
+    for text in candidates:
+        verdict = _device_text(text)
+        if verdict is None and text and "." not in text and "(" not in text:
+            # a local name: what it was assigned (``dev = torch.device('cuda', rank)``)
+            values = [a.value for a in fn.assigns if a.target == text]
+            verdict = any(_device_text(v) for v in values) or None
+        if verdict:
+            return True
+    return False
+
+
+def _batch_calls(graph, loops):
+    """(function id, call indexes or None for all): the calls that run once per batch: in a
+    batch loop's body, in the project functions that body calls (one level, not into the
+    model), and in the functions that produce the batches (``get_batch()``)."""
+    scopes: dict[str, set[int] | None] = {}
+
+    def add(function_id: str, indexes: set[int] | None) -> None:
+        if function_id in scopes and scopes[function_id] is None:
+            return
+        scopes[function_id] = None if indexes is None else scopes.get(function_id, set()) | indexes
+
+    for facts in loops.of_kind("batch"):
+        fn = graph.fn(facts.function)
+        inside = {i for i, call in enumerate(fn.calls) if facts.loop.index in call.loops}
+        add(facts.function, inside)
+        for producer in facts.producers:
+            add(producer, None)
+        for i in inside:
+            if _moves_to_device(fn, fn.calls[i]):
+                continue  # ``x = to_device(x).cuda()``: this statement is the region
+            for target in graph.targets(facts.function, i):
+                owner = graph.class_of_method(target)
+                if owner is not None and graph.fn(target).name in ("forward", "__call__") \
+                        and graph.is_module_class(owner):
+                    continue  # the model's own code
+                add(target, None)
+    return scopes
+
+
+class DeviceTransfer(Pass):
+    """Time the host-to-device copies of the batches with ``with ai.device.transfer:``.
+
+    What it does:
+        In the batch loops (the ``loops`` analysis), in the project functions their body
+        calls (one level down: a ``train_step(batch)``, a ``to_device(batch)`` helper, not the
+        model) and in the functions that produce the batches (nanoGPT's ``get_batch()``),
+        each statement that moves data to an accelerator is wrapped in
+        ``with ai.device.transfer:``: ``data, target = data.to(device), target.to(device)``,
+        ``x = x.cuda(non_blocking=True)``, ``batch = {k: v.to(device) for k, v in
+        batch.items()}``, ``x, y = x.pin_memory().to(device, non_blocking=True), ...``.
+
+        A move is ``.cuda(...)``, or ``.to(...)`` whose device (first argument or
+        ``device=``) is an accelerator: ``'cuda'``, ``'cuda:1'``, ``'mps'``, an index, a
+        ``torch.device(...)``, ``x.device``, or a name that holds one (``device``,
+        ``args.gpu``, ``local_rank``, a local assigned from ``torch.device``). Not moves:
+        ``.to(torch.float16)``/``.to(dtype=...)``, ``.to('cpu')``, and ``.to(other)`` whose
+        argument the code does not show to be a device. Models and losses are not batches
+        (``model.to(device)``, ``criterion.cuda()``), and the start-up ``model.to(device)``
+        is outside the batch loop anyway.
+
+        Each statement gets its own region: the engine wraps one statement per ``with``, so
+        the two lines of the imagenet example give two events per step (start/stop pairs
+        around several lines would lose the region when a line raises). A statement that
+        also calls the model, a loss or a project function is left alone with a note (the
+        region would time them as transfer); so are statements the region cannot go around
+        (see ML-R5). Statements already inside ``with ai.device.transfer:``, or in a function
+        that carries that region, are skipped.
+
+        Copies back to the host (``.cpu()``, ``.item()``, ``.tolist()``, ``.numpy()``) are not
+        this region: they wait for the GPU's queued work, so their time is mostly compute,
+        and they get no note.
+
+    Why:
+        Host-to-device copies of each batch are on the critical path of a step unless they
+        overlap with compute; the ``device`` events show how long they take, next to the
+        loader's ``fetch`` and the model's ``compute``.
+
+        With ``non_blocking=True`` (from pinned memory) the copy is asynchronous on CUDA: the
+        region times only its launch, and the copy's duration shows up in whatever next waits
+        on the stream (usually the forward pass). A long ``transfer`` event with
+        ``non_blocking=True`` means the memory was not pinned (the copy ran synchronously).
+
+    Example:
+        ``images = images.to(device, non_blocking=True)`` becomes
+        ``with ai.device.transfer:`` / ``images = images.to(device, non_blocking=True)``.
+
+    Fix safety:
+        Safe: a ``with`` around one statement changes nothing the statement computes. Without
+        a GPU ``.to(device)`` to the CPU is a no-op and the events are short. With
+        ``non_blocking=True`` only the launch is timed (see Why).
+
+    Options:
+        None.
+    """
+
+    id = "ML-R17"
+    title = "Device transfer"
+    kind = PassKind.TRANSFORM
+    requires = ("callgraph", "loops")
+    frameworks = ("pytorch",)
+    tags = ("compute", "device")
+
+    VALID = [
+        # a dtype cast, copies inside the model call's statement, and reads back to the host
+        Case(
+            "import torch\n\n\ndef train(model, loader, optimizer, device):\n    model = model.to(device)\n"
+            "    for x, y in loader:\n        x = x.to(torch.float16)\n"
+            "        loss = model(x.to(device), y.to(device))\n        loss.backward()\n        optimizer.step()\n"
+            "        print(loss.detach().cpu().item())\n",
+            findings=(
+                Expect("info", "x.to() not wrapped: the statement also calls model()", line=8),
+            ),
+        ),
+        # already annotated
+        "import torch\nfrom dftracer.python import ai\n\n\ndef train(model, loader, optimizer, device):\n"
+        "    for x, y in loader:\n        with ai.device.transfer:\n            x, y = x.to(device), y.to(device)\n"
+        "        loss = model(x, y)\n        loss.backward()\n        optimizer.step()\n",
+        # a copy at start-up, outside the batch loop
+        "import torch\n\n\ndef main(model, loader, optimizer, device):\n    model.to(device)\n"
+        "    example = torch.randn(1, 3, 224, 224).to(device)\n    traced = torch.jit.trace(model, example)\n"
+        "    for x, y in loader:\n        loss = traced(x).sum()\n        loss.backward()\n"
+        "        optimizer.step()\n",
+    ]
+    INVALID = [
+        # pytorch/examples imagenet: two copies, a region each; the start-up `model.to(device)` and the
+        # loss's `.to(device)` are not batches
+        Case(
+            "import torch\nimport torch.distributed as dist\n\n\n"
+            "def train(train_loader, model, criterion, optimizer, epoch, device, args):\n    model.train()\n"
+            "    for i, (images, target) in enumerate(train_loader):\n"
+            "        # move data to the same device as model\n"
+            "        images = images.to(device, non_blocking=True)\n"
+            "        target = target.to(device, non_blocking=True)\n\n        output = model(images)\n"
+            "        loss = criterion(output, target)\n        optimizer.zero_grad()\n        loss.backward()\n"
+            "        optimizer.step()\n\n\ndef main_worker(gpu, args):\n"
+            "    device = torch.device('cuda:{}'.format(gpu))\n    model = torch.nn.Linear(4, 2)\n"
+            "    model.to(device)\n    criterion = torch.nn.CrossEntropyLoss().to(device)\n"
+            "    optimizer = torch.optim.SGD(model.parameters(), 0.1)\n"
+            "    loader = torch.utils.data.DataLoader([])\n    for epoch in range(args.epochs):\n"
+            "        train(loader, model, criterion, optimizer, epoch, device, args)\n",
+            "from dftracer.python import ai\nimport torch\nimport torch.distributed as dist\n\n\n"
+            "def train(train_loader, model, criterion, optimizer, epoch, device, args):\n    model.train()\n"
+            "    for i, (images, target) in enumerate(train_loader):\n"
+            "        # move data to the same device as model\n        with ai.device.transfer:\n"
+            "            images = images.to(device, non_blocking=True)\n        with ai.device.transfer:\n"
+            "            target = target.to(device, non_blocking=True)\n\n        output = model(images)\n"
+            "        loss = criterion(output, target)\n        optimizer.zero_grad()\n        loss.backward()\n"
+            "        optimizer.step()\n\n\ndef main_worker(gpu, args):\n"
+            "    device = torch.device('cuda:{}'.format(gpu))\n    model = torch.nn.Linear(4, 2)\n"
+            "    model.to(device)\n    criterion = torch.nn.CrossEntropyLoss().to(device)\n"
+            "    optimizer = torch.optim.SGD(model.parameters(), 0.1)\n"
+            "    loader = torch.utils.data.DataLoader([])\n    for epoch in range(args.epochs):\n"
+            "        train(loader, model, criterion, optimizer, epoch, device, args)\n",
+        ),
+        # nanoGPT: the batch producer get_batch() moves x and y from pinned memory
+        Case(
+            "import numpy as np\nimport torch\n\ndevice = 'cuda'\n"
+            "device_type = 'cuda' if 'cuda' in device else 'cpu'\nblock_size, batch_size = 8, 4\n\n\n"
+            "def get_batch(split):\n    data = np.memmap(f'{split}.bin', dtype=np.uint16, mode='r')\n"
+            "    ix = torch.randint(len(data) - block_size, (batch_size,))\n"
+            "    x = torch.stack([torch.from_numpy((data[i:i+block_size]).astype(np.int64)) for i in ix])\n"
+            "    y = torch.stack([torch.from_numpy((data[i+1:i+1+block_size]).astype(np.int64)) for i in ix])\n"
+            "    if device_type == 'cuda':\n"
+            "        # pin arrays x,y, which allows us to move them to GPU asynchronously (non_blocking=True)\n"
+            "        x, y = x.pin_memory().to(device, non_blocking=True), y.pin_memory().to(device,"
+            " non_blocking=True)\n    else:\n        x, y = x.to(device), y.to(device)\n    return x, y\n\n\n"
+            "def train(model, optimizer, max_iters):\n    X, Y = get_batch('train')\n"
+            "    for iter_num in range(max_iters):\n        logits, loss = model(X, Y)\n"
+            "        X, Y = get_batch('train')\n        loss.backward()\n        optimizer.step()\n"
+            "        optimizer.zero_grad(set_to_none=True)\n",
+            "from dftracer.python import ai\nimport numpy as np\nimport torch\n\ndevice = 'cuda'\n"
+            "device_type = 'cuda' if 'cuda' in device else 'cpu'\nblock_size, batch_size = 8, 4\n\n\n"
+            "def get_batch(split):\n    data = np.memmap(f'{split}.bin', dtype=np.uint16, mode='r')\n"
+            "    ix = torch.randint(len(data) - block_size, (batch_size,))\n"
+            "    x = torch.stack([torch.from_numpy((data[i:i+block_size]).astype(np.int64)) for i in ix])\n"
+            "    y = torch.stack([torch.from_numpy((data[i+1:i+1+block_size]).astype(np.int64)) for i in ix])\n"
+            "    if device_type == 'cuda':\n"
+            "        # pin arrays x,y, which allows us to move them to GPU asynchronously (non_blocking=True)\n"
+            "        with ai.device.transfer:\n"
+            "            x, y = x.pin_memory().to(device, non_blocking=True), y.pin_memory().to(device,"
+            " non_blocking=True)\n    else:\n        with ai.device.transfer:\n"
+            "            x, y = x.to(device), y.to(device)\n    return x, y\n\n\n"
+            "def train(model, optimizer, max_iters):\n    X, Y = get_batch('train')\n"
+            "    for iter_num in range(max_iters):\n        logits, loss = model(X, Y)\n"
+            "        X, Y = get_batch('train')\n        loss.backward()\n        optimizer.step()\n"
+            "        optimizer.zero_grad(set_to_none=True)\n",
+        ),
+        # Hugging Face style: a dict of tensors; and a step function the batch loop calls (one level down),
+        # where a copy in the model call's statement is left alone
+        Case(
+            "import torch\nfrom torch.utils.data import DataLoader\n\n\ndef evaluate(model, dataset, device):\n"
+            "    model.eval()\n    loader = DataLoader(dataset, batch_size=8)\n    losses = []\n"
+            "    for batch in loader:\n        batch = {k: v.to(device) for k, v in batch.items()}\n"
+            "        with torch.no_grad():\n            outputs = model(**batch)\n"
+            "        losses.append(outputs.loss.cpu())\n    return torch.stack(losses).mean().item()\n\n\n"
+            "def train_step(model, batch, optimizer):\n    inputs, labels = batch\n"
+            "    inputs = inputs.cuda(non_blocking=True).float()\n    loss = model(inputs, labels.cuda())\n"
+            "    loss.backward()\n    optimizer.step()\n    return loss.item()\n\n\n"
+            "def fit(model, loader, optimizer, epochs):\n    for epoch in range(epochs):\n"
+            "        for batch in loader:\n            loss = train_step(model, batch, optimizer)\n",
+            "from dftracer.python import ai\nimport torch\nfrom torch.utils.data import DataLoader\n\n\n"
+            "def evaluate(model, dataset, device):\n    model.eval()\n"
+            "    loader = DataLoader(dataset, batch_size=8)\n    losses = []\n    for batch in loader:\n"
+            "        with ai.device.transfer:\n            batch = {k: v.to(device) for k, v in batch.items()}\n"
+            "        with torch.no_grad():\n            outputs = model(**batch)\n"
+            "        losses.append(outputs.loss.cpu())\n    return torch.stack(losses).mean().item()\n\n\n"
+            "def train_step(model, batch, optimizer):\n    inputs, labels = batch\n    with ai.device.transfer:\n"
+            "        inputs = inputs.cuda(non_blocking=True).float()\n    loss = model(inputs, labels.cuda())\n"
+            "    loss.backward()\n    optimizer.step()\n    return loss.item()\n\n\n"
+            "def fit(model, loader, optimizer, epochs):\n    for epoch in range(epochs):\n"
+            "        for batch in loader:\n            loss = train_step(model, batch, optimizer)\n",
+            findings=(
+                Expect("info", "labels.cuda() not wrapped: the statement also calls model()", line=20),
+            ),
+        ),
+    ]
+
+    def run(self, ctx) -> None:
+        graph = ctx.analysis("callgraph")
+        loops = ctx.analysis("loops")
+        for function_id, indexes in sorted(_batch_calls(graph, loops).items(), key=lambda kv: kv[0]):
+            fs, fn = graph.functions[function_id]
+            if has_region(fs, fn, "device.transfer"):
+                continue
+            by_stmt: dict = {}
+            for i, call in enumerate(fn.calls):
+                if indexes is not None and i not in indexes:
+                    continue
+                by_stmt.setdefault(call.stmt, []).append(i)
+            for stmt, members in by_stmt.items():
+                moves = sorted((fn.calls[i] for i in members if self._batch_move(graph, function_id, fn, fn.calls[i])),
+                               key=lambda c: (c.line, c.col))
+                if not moves:
+                    continue
+                call = moves[0]
+                if any(is_node(fs, w, "device.transfer") for w in call.withs):
+                    continue
+                shown = f"{call.callee}()"
+                everything = [i for i, c in enumerate(fn.calls) if c.stmt == stmt]
+                other = self._other_work(graph, function_id, fn, everything)
+                why = f"{shown} not wrapped: the statement also calls {other}()" if other else None
+                why = why or (f"{shown} not wrapped: {reason}" if (reason := unwrappable(fs, fn, call)) else None)
+                if why:
+                    ctx.report(Finding(self.id, why, fs.relpath, call.line, call.col, Severity.INFO))
+                    continue
+                blocking = "" if any(dict(c.keywords).get("non_blocking") == "True" for c in moves) else " (blocking)"
+                ctx.add_edit(fs.relpath, WrapStmt(self.id, call.line, f"host-to-device copy {shown}{blocking}", stmt,
+                                                  ctx.names(fs.relpath).node("device.transfer")))
+
+    @staticmethod
+    def _batch_move(graph, function_id: str, fn, call) -> bool:
+        if not _moves_to_device(fn, call):
+            return False
+        receiver = call.receiver
+        if not receiver:
+            return False
+        last = receiver.rsplit(".", 1)[-1]
+        if NOT_A_BATCH.search(last) or LOSS_NAME.search(last):
+            return False
+        if "(" not in receiver and model_classes(graph, function_id, receiver):
+            return False
+        return True
+
+    @staticmethod
+    def _other_work(graph, function_id: str, fn, indexes) -> str | None:
+        """A call in the statement that is not part of a copy: the model, a loss, a project function."""
+        for i in indexes:
+            call = fn.calls[i]
+            if _moves_to_device(fn, call):
+                continue
+            if is_model_call(graph, function_id, i) or LOSS_NAME.search(call.method) or graph.targets(function_id, i):
+                return call.callee
+        return None

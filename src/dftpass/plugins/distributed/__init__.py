@@ -1,0 +1,1 @@
+"""Rules for distributed training: collectives and point-to-point communication."""

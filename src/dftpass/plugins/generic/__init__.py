@@ -1,0 +1,1 @@
+"""Generic regions: dft_fn loggers on the functions worth an event."""

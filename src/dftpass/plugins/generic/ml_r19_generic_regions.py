@@ -1,0 +1,269 @@
+"""ML-R19: ``dft_fn`` regions on the remaining project functions that are worth an event."""
+
+from __future__ import annotations
+
+import attrs
+
+from dftpass.core.edits import Decorate, InsertBefore, WrapBody
+from dftpass.core.emitter import DFT_FN_MAGIC_NAMES, recognize
+from dftpass.core.passes import Case, Pass, PassKind
+from dftpass.core.placement import needs_body_region, top_level_line
+from dftpass.core.summary import MODULE_SCOPE, FileSummary, FunctionSummary
+from dftpass.plugins.checks.regions import RULES_THAT_PLACE
+
+#: decorators of functions that do not run as Python (ML-R23): their caller is timed instead
+COMPILED_DECORATORS = frozenset({"jit", "njit", "vectorize", "guvectorize", "cfunc", "stencil", "script",
+                                 "function", "compile", "pmap", "cython", "ccall", "cfunc"})
+#: library bases whose instances have a ``step`` or ``epoch`` that is not a number
+MAGIC_BASES = ("Optimizer", "LRScheduler", "_LRScheduler", "ReduceLROnPlateau", "GradScaler")
+#: dunder methods worth a region (the others are protocol glue: ``__len__``, ``__repr__``...)
+DUNDERS = ("__init__", "__call__")
+#: every other rule that places regions: ML-R19 takes what they leave
+OTHER_RULES = tuple(r for r in RULES_THAT_PLACE if r != "ML-R19")
+
+
+@attrs.define
+class GenericOptions:
+    #: the least score a function that runs per epoch or less needs for a region
+    threshold: int = 20
+    #: the least score for a function that runs once per batch (every event there is paid
+    #: on every step: the default asks for I/O, checkpoint or collective work and loops)
+    step_threshold: int = 60
+    #: the least score for a function that runs once per sample; 0 = never (ML-R9 and
+    #: ML-R25 already time the sample's read)
+    sample_threshold: int = 0
+
+
+class GenericRegions(Pass):
+    """Put ``dft_fn`` regions on the remaining project functions whose work pays for an event.
+
+    What it does:
+        In the files that have no dftracer annotation yet (a file annotated by hand, or by
+        an earlier run, keeps the regions someone chose), every function a training or
+        evaluation program runs that no other rule annotated gets ``@dlp.log`` (``@dlp.log_init`` on a constructor, ``@dlp.log_static`` under
+        ``@staticmethod``; a region inside the body of an ``async def``), where ``dlp =
+        dft_fn("<module>", name="<module>")`` is one logger per module (the DLIO pattern:
+        events carry the module's name as their cat; a module named like a category with a
+        meaning, ``data.py`` or ``compute.py``, gets ``"data.py"``), when the cost estimator's score for
+        the function clears the threshold for how often it runs. The score counts what the
+        body does: I/O, checkpoint, collective, data, transfer and compute calls, loops,
+        calls and statements (peer.md's weights, with its defects fixed). How often it runs
+        comes from the call graph: a function reached from a batch loop or a model's
+        ``forward`` runs per batch and needs a much higher score; one reached from a data
+        set's ``__getitem__``, a collate function or a transform runs per sample and gets
+        none.
+
+    Why:
+        The AI regions show the phases; the generic regions show where inside them the time
+        goes (a slow ``build_vocab``, ``evaluate``, ``save_samples``). Each event costs about
+        13 µs with tracing on: a region on a function called per sample or per batch can
+        slow a traced run several times over, which is what made the peer's traced runs
+        5-10x slower.
+
+    Example:
+        ``def build_index(root): ...`` (a loop over files that reads each one) called once
+        from ``main`` gets ``@dlp.log``; ``def normalize(x): return (x - m) / s`` called from
+        ``__getitem__`` gets nothing.
+
+    Fix safety:
+        Safe where it acts. ``dft_fn.log`` reads the parameters and ``self`` attributes
+        named ``epoch``, ``step``, ``image_idx`` and ``image_size`` and raises when one is
+        not a number, so functions with such a parameter, and methods of classes that have
+        such an attribute or method (or derive from an optimizer or a scheduler), are left
+        alone. Generators are left alone (a decorator would time only their creation, a body
+        region their consumer's time too); properties, compiled functions (``jit``,
+        ``tf.function``, ``torch.jit.script``), nested functions and protocol dunders too.
+        The decorator goes innermost, next to ``def``.
+
+    Options:
+        threshold (20): least score of a function that runs per epoch or less.
+        step_threshold (60): least score of a function that runs once per batch.
+        sample_threshold (0 = never): least score of a function that runs once per sample.
+    """
+
+    id = "ML-R19"
+    title = "Generic regions"
+    kind = PassKind.TRANSFORM
+    requires = ("callgraph", "loops", "cost", "programs")
+    after = OTHER_RULES
+    tags = ("generic",)
+    Options = GenericOptions
+
+    _MAIN = "\n\nif __name__ == '__main__':\n    main()\n"
+    VALID = [
+        # too little work to pay for an event
+        "def main():\n    print('hi')\n" + _MAIN,
+        # a function with a ``step`` parameter would make dft_fn.log raise: left alone
+        Case("import json\n\n\ndef report(path, step=None):\n    for name in ('a', 'b'):\n"
+             "        with open(path) as f:\n            json.load(f)\n\n\ndef main():\n    report('x')\n" + _MAIN),
+        # runs per sample: never
+        Case("import numpy as np\nfrom torch.utils.data import Dataset\n\n\ndef decode(path):\n"
+             "    out = []\n    for k in range(3):\n        out.append(np.load(path))\n    return out\n\n\n"
+             "class D(Dataset):\n    def __getitem__(self, i):\n        return decode(f'{i}.npy')\n\n\n"
+             "def main():\n    D()[0]\n" + _MAIN),
+    ]
+    INVALID = [
+        Case(
+            "import os\n\nimport numpy as np\n\n\n# the index is built once\ndef build_index(root):\n"
+            "    index = []\n    for name in sorted(os.listdir(root)):\n        index.append(np.load(name).shape)\n"
+            "    return index\n\n\ndef main():\n    build_index('.')\n" + _MAIN,
+            "from dftracer.python import dft_fn\nimport os\n\nimport numpy as np\n"
+            "dlp = dft_fn(\"train\", name=\"train\")\n\n\n# the index is built once\n@dlp.log\ndef build_index(root):\n"
+            "    index = []\n    for name in sorted(os.listdir(root)):\n        index.append(np.load(name).shape)\n"
+            "    return index\n\n\ndef main():\n    build_index('.')\n" + _MAIN,
+        ),
+        Case(
+            # a constructor gets log_init, a static method log_static under @staticmethod
+            "import json\n\n\nclass Vocab:\n    def __init__(self, path):\n        self.words = {}\n"
+            "        for line in open(path):\n            for w in json.loads(line):\n"
+            "                self.words.setdefault(w, len(self.words))\n\n    @staticmethod\n"
+            "    def merge(paths):\n        out = {}\n        for p in paths:\n            with open(p) as f:\n"
+            "                out.update(json.load(f))\n        return out\n\n\ndef main():\n"
+            "    Vocab('v.json')\n    Vocab.merge(['a.json'])\n" + _MAIN,
+            "from dftracer.python import dft_fn\nimport json\ndlp = dft_fn(\"train\", name=\"train\")\n\n\n"
+            "class Vocab:\n    @dlp.log_init\n    def __init__(self, path):\n        self.words = {}\n"
+            "        for line in open(path):\n            for w in json.loads(line):\n"
+            "                self.words.setdefault(w, len(self.words))\n\n    @staticmethod\n"
+            "    @dlp.log_static\n    def merge(paths):\n        out = {}\n        for p in paths:\n"
+            "            with open(p) as f:\n                out.update(json.load(f))\n        return out\n\n\n"
+            "def main():\n    Vocab('v.json')\n    Vocab.merge(['a.json'])\n" + _MAIN,
+        ),
+        Case(
+            # an async function gets a region of its own inside the body
+            "import asyncio\nimport json\n\n\nasync def fetch_all(paths):\n    out = []\n    for p in paths:\n"
+            "        await asyncio.sleep(0)\n        with open(p) as f:\n            out.append(json.load(f))\n"
+            "    return out\n\n\ndef main():\n    asyncio.run(fetch_all(['a']))\n" + _MAIN,
+            "from dftracer.python import dft_fn\nimport asyncio\nimport json\n\n\nasync def fetch_all(paths):\n"
+            "    with dft_fn(\"train\", name=\"fetch_all\"):\n        out = []\n        for p in paths:\n"
+            "            await asyncio.sleep(0)\n            with open(p) as f:\n                out.append(json.load(f))\n"
+            "        return out\n\n\ndef main():\n    asyncio.run(fetch_all(['a']))\n" + _MAIN,
+        ),
+    ]
+
+    def run(self, ctx) -> None:
+        graph = ctx.analysis("callgraph")
+        costs = ctx.analysis("cost")
+        programs = ctx.analysis("programs")
+        reach: set[str] = set()
+        for program in programs.instrumented():
+            reach |= programs.reach(program.entry)
+        if not reach:  # a snippet annotated as a program, with no entry of its own
+            reach = set(graph.functions)
+        claimed = _claimed_by_other_rules(ctx)
+        annotated: dict[str, bool] = {}
+        chosen: dict[str, list[tuple[FileSummary, FunctionSummary, str]]] = {}
+        for function_id in sorted(reach):
+            if function_id not in graph.functions:
+                continue
+            fs, fn = graph.functions[function_id]
+            if fs.relpath not in annotated:
+                annotated[fs.relpath] = _uses_dftracer(fs)
+            if annotated[fs.relpath] or (fs.relpath, fn.stmt) in claimed or _has_any_region(fs, fn):
+                continue
+            if _unsuitable(graph, function_id, fs, fn):
+                continue
+            cost = costs.of(function_id)
+            least = {"once": self.options.threshold, "step": self.options.step_threshold,
+                     "sample": self.options.sample_threshold}[cost.hot]
+            if least <= 0 or cost.score < least:
+                continue
+            why = f"generic region: {cost.describe()}, runs {'per ' + cost.hot if cost.hot != 'once' else 'per epoch or less'}"
+            chosen.setdefault(fs.relpath, []).append((fs, fn, why))
+        for relpath, items in chosen.items():
+            self._annotate_file(ctx, graph, relpath, items)
+
+    def _annotate_file(self, ctx, graph, relpath: str, items) -> None:
+        fs = items[0][0]
+        names = ctx.names(relpath)
+        cat = names.generic_cat(_module_name(fs))
+        logger = _existing_logger(graph, fs)
+        first_top = None
+        for _, fn, why in items:
+            if fn.is_async:
+                ctx.add_edit(relpath, WrapBody(self.id, fn.line, why, fn.stmt,
+                                               with_item=names.generic_region(cat, fn.qualname)))
+                continue
+            kind = "log_init" if fn.name == "__init__" else \
+                "log_static" if any(d.rsplit(".", 1)[-1] == "staticmethod" for d in fn.decorators) else "log"
+            ctx.add_edit(relpath, Decorate(self.id, fn.line, why, fn.stmt,
+                                           names.generic_decorator(kind, logger), rank=99))
+            top = fn.stmt[:1]
+            if first_top is None or top < first_top:
+                first_top = top
+        if first_top is not None and logger is None:
+            ctx.add_edit(relpath, InsertBefore(self.id, top_level_line(fs, first_top),
+                                               f"one generic logger for {relpath}", first_top,
+                                               names.module_logger(cat), take_comments=False))
+
+
+def _module_name(fs: FileSummary) -> str:
+    parts = [p for p in fs.module.split(".") if p and p != "__init__"]
+    return parts[-1] if parts else "main"
+
+
+def _existing_logger(graph, fs: FileSummary) -> str | None:
+    """The name of a module-level ``X = dft_fn(...)`` the file already has."""
+    module = fs.function(MODULE_SCOPE)
+    if module is None:
+        return None
+    for a in module.assigns:
+        if a.value and a.value.endswith("()") and recognize(fs, a.value[:-2]) == "dft_fn" and "." not in a.target:
+            return a.target
+    return None
+
+
+def _uses_dftracer(fs: FileSummary) -> bool:
+    """Whether the file, as read, already has dftracer annotations (by hand, or from an
+    earlier run): then its regions are someone's choice, and ML-R19 leaves the file alone."""
+    if any(recognize(fs, m) is not None for m in fs.mentions):
+        return True
+    return any(recognize(fs, t.split("(", 1)[0]) is not None for fn in fs.functions for t in (*fn.decorators, *fn.withs))
+
+
+def _has_any_region(fs: FileSummary, fn: FunctionSummary) -> bool:
+    """Any dftracer decorator (an ``ai`` node, ``dft_fn``'s, a module logger's) or body region."""
+    loggers = {a.target for a in (fs.function(MODULE_SCOPE).assigns if fs.function(MODULE_SCOPE) else ())
+               if a.value and recognize(fs, a.value.rstrip("()")) == "dft_fn"}
+    for text in (*fn.decorators, *fn.withs):
+        head = text.split("(", 1)[0]
+        if recognize(fs, head) is not None or head.split(".", 1)[0] in loggers:
+            return True
+    return False
+
+
+def _claimed_by_other_rules(ctx) -> set[tuple[str, tuple]]:
+    """Functions another rule is putting a region on in this run."""
+    out = set()
+    for relpath, edit_set in ctx.edit_sets.items():
+        for e in edit_set.edits:
+            if isinstance(e, Decorate):
+                out.add((relpath, e.func))
+            elif isinstance(e, WrapBody):
+                out.add((relpath, e.owner))
+    return out
+
+
+def _unsuitable(graph, function_id: str, fs: FileSummary, fn: FunctionSummary) -> bool:
+    if fn.is_module or "<locals>" in fn.qualname or fn.is_generator:
+        return True
+    if fn.name.startswith("__") and fn.name.endswith("__") and fn.name not in DUNDERS:
+        return True
+    if needs_body_region(fn) and not fn.is_async:  # properties
+        return True
+    if fn.stmt[:1] and fs.import_anchor and fn.stmt[0][1] < fs.import_anchor:
+        return True  # defined before the imports dftpass adds
+    if any(d.split("(", 1)[0].rsplit(".", 1)[-1] in COMPILED_DECORATORS for d in fn.decorators):
+        return True
+    if set(fn.params) & set(DFT_FN_MAGIC_NAMES):
+        return True
+    if fn.cls:
+        class_id = f"{fs.relpath}::{fn.cls}"
+        if class_id in graph.classes:
+            related = set(graph.mro(class_id)) | set(graph.subclasses(class_id))
+            for cid in related:
+                _, cs = graph.classes[cid]
+                if set(cs.attr_values) & set(DFT_FN_MAGIC_NAMES) or set(cs.methods) & set(DFT_FN_MAGIC_NAMES):
+                    return True
+            if any(b.rsplit(".", 1)[-1] in MAGIC_BASES for b in graph.external_bases(class_id)):
+                return True
+    return False
