@@ -8,6 +8,7 @@ tracing off and on, and compute exactly what the original program computes.
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -125,3 +126,19 @@ def test_the_traced_run_wrote_every_expected_category(runs):
 
     raw = gzip.open(apps[0], "rt").read()
     assert '"name":"CM"' in raw and '"args.epochs"' in raw and '"args.batch_size"' in raw  # ML-R20
+
+
+def test_a_spawn_worker_run_is_judged_not_cannot_judge(annotated, tmp_path, cli):
+    """Spawn workers start a fresh interpreter and traced nothing before ML-R21; now each
+    worker writes its own trace and ML-R24 judges the overlap from their loading events."""
+    ws = tmp_path / "ws"
+    r = cli("trace", "--label", "spawn", "--workspace", ws, "--cwd", tmp_path, "--", sys.executable,
+            str(annotated / "train.py"), "--data", str(tmp_path / "data"), "--out", str(tmp_path / "out"),
+            "--epochs", "1", "--workers", "2", "--start-method", "spawn")
+    assert r.code == 0, r.err
+    raw = list((ws / "spawn" / "traces" / "raw" / "rep-1").glob("*.pfw.gz"))
+    workers = [f for f in raw if any(e["cat"] == "data" and e["name"] == "item" for e in events_of(f))]
+    assert len(workers) >= 2, [f.name for f in raw]  # 2 train + 2 val workers under spawn
+    analysis = cli("analyze", ws / "spawn", "--json")
+    findings = [f["message"] for f in json.loads(analysis.out)["findings"] if f["rule"] == "ML-R24"]
+    assert findings and not any("cannot judge" in m for m in findings), findings
