@@ -121,3 +121,19 @@ def test_epoch_loop_is_innermost_around_batch_loops(project):
     facts = {f.loop.line: f for f in loops.facts.values()}
     assert facts[8].kind == "epoch" and facts[8].int_var == "epoch"
     assert facts[7].kind == "other"
+
+
+def test_a_value_chosen_by_a_condition_or_a_default_may_be_either(project):
+    """``A() if c else B()`` and ``given or B()`` hold either object: calls on them reach both."""
+    graph, _ = analyse(project({
+        "readers.py": (
+            "class Npy:\n    def open(self, p):\n        return p\n\n\nclass Png:\n    def open(self, p):\n        return p\n\n\n"
+            "class Raw:\n    def open(self, p):\n        return p\n\n\n"
+            "class Samples:\n    def __init__(self, kind, fallback=None):\n"
+            "        self.reader = Npy() if kind == 'npy' else Png()\n        self.spare = fallback or Raw()\n\n"
+            "    def get(self, i):\n        self.spare.open(i)\n        return self.reader.open(i)\n"
+        ),
+    }))
+    edges = set(graph.graph.edges)
+    for cls in ("Npy", "Png", "Raw"):
+        assert ("readers.py::Samples.get", f"readers.py::{cls}.open") in edges, cls

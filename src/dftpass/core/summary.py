@@ -620,14 +620,17 @@ class _FunctionWalker:
         value = stmt.value
         if value is None:
             return
-        text = dotted(value) or _literal_kind(value)
-        call_args = tuple(dotted(a) for a in value.args) if isinstance(value, ast.Call) else ()
-        call_keywords = tuple((k.arg, dotted(k.value)) for k in value.keywords if k.arg) \
-            if isinstance(value, ast.Call) else ()
         for t in targets:
             if isinstance(t, (ast.Name, ast.Attribute)):
                 name = dotted(t)
-                if name:
+                if not name:
+                    continue
+                # ``r = A() if c else B()``, ``t = transform or default()``: one value each
+                for alternative in _alternatives(value):
+                    text = dotted(alternative) or _literal_kind(alternative)
+                    call = alternative if isinstance(alternative, ast.Call) else None
+                    call_args = tuple(dotted(a) for a in call.args) if call else ()
+                    call_keywords = tuple((k.arg, dotted(k.value)) for k in call.keywords if k.arg) if call else ()
                     self.fn.assigns.append(Assign(name, text, stmt.lineno, path, call_args, call_keywords))
             elif isinstance(t, (ast.Tuple, ast.List)) and isinstance(value, (ast.Tuple, ast.List)) \
                     and len(t.elts) == len(value.elts):
@@ -685,6 +688,16 @@ def _short_unparse(node: ast.AST, limit: int = 120) -> str:
     except Exception:  # pragma: no cover - unparse handles every parsed tree
         return "?"
     return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _alternatives(value: ast.expr) -> list[ast.expr]:
+    """The values an expression may be: both arms of ``a if c else b``, each operand of
+    ``a or b`` (nested ones too); the expression itself otherwise."""
+    if isinstance(value, ast.IfExp):
+        return [*_alternatives(value.body), *_alternatives(value.orelse)]
+    if isinstance(value, ast.BoolOp) and isinstance(value.op, ast.Or):
+        return [x for operand in value.values for x in _alternatives(operand)]
+    return [value]
 
 
 def _has_break(body: list[ast.stmt]) -> bool:
