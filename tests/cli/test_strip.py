@@ -80,3 +80,43 @@ def test_strip_all_removes_hand_annotations_made_through_a_re_export(cli, tmp_pa
 def test_strip_without_a_record_asks_for_all(cli, tmp_path):
     r = cli("strip", APPS / "hand_annotated", "--out", tmp_path / "out")
     assert r.code == 2 and "no record of what dftpass wrote here" in r.err
+
+
+READER = """import numpy as np
+
+
+class NpyReader:
+    def open(self, filename):
+        return(np.load(filename))  # one sample a file
+
+
+def handwritten(filename):
+    _dft_read = np.load(filename)
+    return _dft_read
+"""
+
+
+@pytest.mark.parametrize("how", [[], ["--all"]], ids=["record", "all"])
+def test_strip_gives_back_a_returned_read_that_was_named_to_be_measured(cli, tmp_path, how):
+    """ML-R25 names a read that is returned at once (``_dft_read = np.load(p)`` in the region,
+    ``return _dft_read`` after it); strip, from the record or by shape, gives the return back,
+    spacing included, and leaves a user's own ``_dft_read`` alone when it knows (the record)."""
+    project = tmp_path / "p"
+    project.mkdir()
+    (project / "reader.py").write_text(READER)
+    (project / "data.py").write_text(
+        "from torch.utils.data import Dataset\n\nfrom reader import NpyReader\n\n\nclass Samples(Dataset):\n"
+        "    def __init__(self):\n        self.reader = NpyReader()\n\n    def __getitem__(self, i):\n"
+        "        return self.reader.open(f'{i}.npy')\n")
+    annotated, stripped = tmp_path / "annotated", tmp_path / "stripped"
+    assert cli("run", project, "--out", annotated, "--select", "ML-R25", "--set", "project.kind=program").code == 0
+    text = (annotated / "reader.py").read_text()
+    assert "_dft_read =(np.load(filename))  # one sample a file" in text and "        return _dft_read\n" in text
+    r = cli("strip", annotated, "--out", stripped, *how)
+    assert r.code == 0, r.err
+    got = (stripped / "reader.py").read_text()
+    if how:  # by shape: the hand-written pair is dftpass's shape too, and becomes one return
+        assert got == READER.replace("    _dft_read = np.load(filename)\n    return _dft_read",
+                                     "    return np.load(filename)")
+    else:
+        assert got == READER

@@ -65,6 +65,9 @@ class WrapStmt(Edit):
     #: statements that go inside the region, after the statement: what must run before the
     #: region's event is written (``X.update(image_size=...)`` of what the statement read)
     tail: tuple[str, ...] = ()
+    #: the statement is ``return EXPR`` whose value the tail measures: inside the region it
+    #: becomes ``bind = EXPR`` (then the tail), and ``return bind`` follows the region
+    bind: str = ""
 
 
 @attrs.frozen

@@ -58,6 +58,8 @@ def entry(fs: FileSummary, edit: Edit) -> dict:
         out["item"] = edit.with_item
         if edit.tail:
             out["tail"] = list(edit.tail)
+        if edit.bind:
+            out["bind"] = edit.bind
     elif isinstance(edit, (InsertBefore, InsertAfter)):
         out.update(code=edit.code, separate=getattr(edit, "separate", False))
     return out

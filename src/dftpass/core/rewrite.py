@@ -167,6 +167,21 @@ def _with(item: str, body: Sequence[cst.BaseStatement]) -> cst.With:
     return cst.With(items=[cst.WithItem(item=_expr(item))], body=cst.IndentedBlock(body=list(body)))
 
 
+def _bind_return(line: cst.BaseStatement, name: str) -> tuple[cst.BaseStatement, cst.BaseStatement]:
+    """``return EXPR  # c`` -> (``name = EXPR  # c``, ``return name``): the value is named
+    inside the region, so what runs after the statement there can measure it."""
+    if not (isinstance(line, cst.SimpleStatementLine) and len(line.body) == 1
+            and isinstance(line.body[0], cst.Return) and line.body[0].value is not None):
+        raise EditError(f"not a return of a value: {cst.Module([]).code_for_node(line).strip()!r}")
+    ret = line.body[0]
+    # the space after ``return`` becomes the one after ``=`` (``return(x)`` -> ``name =(x)``),
+    # so that strip gives the line back byte for byte
+    target = cst.AssignTarget(cst.Name(name), whitespace_after_equal=ret.whitespace_after_return) \
+        if isinstance(ret.whitespace_after_return, cst.SimpleWhitespace) else cst.AssignTarget(cst.Name(name))
+    assign = line.with_changes(body=[cst.Assign(targets=[target], value=ret.value)])
+    return assign, cst.SimpleStatementLine(body=[cst.Return(value=cst.Name(name))])
+
+
 def _move_leading_lines(src: cst.BaseStatement, dst: cst.BaseStatement) -> tuple[cst.BaseStatement, cst.BaseStatement]:
     """Comments above ``src`` go above ``dst`` (the new outermost statement)."""
     lines = getattr(src, "leading_lines", ())
@@ -250,11 +265,17 @@ class _Apply(cst.CSTTransformer):
 
     def _around(self, stmt: cst.BaseStatement, edits: Sequence[Edit]) -> list[cst.BaseStatement]:
         node = stmt
+        after_region: list[cst.BaseStatement] = []  # ``return bind`` of a bound WrapStmt
         for e in edits:
             if isinstance(e, WrapStmt):
+                returned = None
+                if e.bind:
+                    node, returned = _bind_return(node, e.bind)
                 inner, outer = _move_leading_lines(node, _with(e.with_item, []))
                 tail = [s for code in e.tail for s in _stmts(code)]
                 node = outer.with_changes(body=cst.IndentedBlock(body=[inner, *tail]))
+                if returned is not None:
+                    after_region.append(returned)
         # statements that open a region around this one (``X.start()``) go right before it;
         # free-standing ones (``ai.update(...)``) go above them
         inserts = sorted((e for e in edits if isinstance(e, InsertBefore)), key=lambda e: e.take_comments)
@@ -264,7 +285,7 @@ class _Apply(cst.CSTTransformer):
             node, before[0] = _move_leading_lines(node, before[0])
         if before and any(e.separate for e in inserts):
             node = node.with_changes(leading_lines=[cst.EmptyLine()])
-        return [*before, node, *after]
+        return [*before, node, *after_region, *after]
 
     def on_visit(self, node) -> bool:
         return id(node) in self.keep

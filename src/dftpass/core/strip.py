@@ -43,10 +43,20 @@ from dftpass.core.summary import MODULE_SCOPE, FileSummary
 _CODE = cst.Module([])
 #: names only dftpass binds: its step index (``--all`` strips such an ``enumerate``)
 _OWN_NAMES = re.compile(r"^_dft_step_?$")
+#: names only dftpass binds to a returned value it measures (``--all`` gives the return back)
+_BOUND_NAMES = re.compile(r"^_dft_read_?$")
 
 
 def _code(node: cst.CSTNode) -> str:
     return _CODE.code_for_node(node).strip()
+
+
+def _returned_name(stmt: cst.BaseStatement) -> str | None:
+    """NAME of a line that is only ``return NAME``."""
+    if isinstance(stmt, cst.SimpleStatementLine) and len(stmt.body) == 1 and isinstance(stmt.body[0], cst.Return) \
+            and isinstance(stmt.body[0].value, cst.Name):
+        return stmt.body[0].value.value
+    return None
 
 
 def _small_code(small: cst.BaseSmallStatement) -> str:
@@ -111,7 +121,8 @@ class _Strip(cst.CSTTransformer):
             return [("enumerate", scope, e["index"])]
         if kind == "WrapStmt":  # the tail statements go first (their block is left first), then the with
             return [("with", scope, e["item"]), *(("stmt", scope, _norm(part)) for code in e.get("tail", ())
-                                                 for part in _parts(code))]
+                                                 for part in _parts(code)),
+                    *((("bind", scope, e["bind"]),) if e.get("bind") else ())]
         if kind in ("InsertBefore", "InsertAfter"):
             return [("stmt", scope, _norm(part)) for part in _parts(e["code"])]
         return []
@@ -302,6 +313,23 @@ class _Strip(cst.CSTTransformer):
                 stmts_to_add[0] = first.with_changes(leading_lines=lines)
                 carried, replace = (), False
             out.extend(stmts_to_add)
+        return self._unbind(out, scope)
+
+    def _unbind(self, stmts: list[cst.BaseStatement], scope: str) -> list[cst.BaseStatement]:
+        """``NAME = EXPR`` then ``return NAME``, NAME bound by dftpass (a read region of a
+        returned value, its region already unwrapped): back to ``return EXPR``."""
+        out: list[cst.BaseStatement] = []
+        for stmt in stmts:
+            prev = out[-1] if out else None
+            name = _returned_name(stmt)
+            if name and isinstance(prev, cst.SimpleStatementLine) and len(prev.body) == 1 \
+                    and isinstance(prev.body[0], cst.Assign) and len(prev.body[0].targets) == 1 \
+                    and _code(prev.body[0].targets[0].target) == name \
+                    and self._take(("bind", scope, name), bool(_BOUND_NAMES.search(name))):
+                space = prev.body[0].targets[0].whitespace_after_equal
+                out[-1] = prev.with_changes(body=[cst.Return(value=prev.body[0].value, whitespace_after_return=space)])
+                continue
+            out.append(stmt)
         return out
 
     def _is_call_region(self, small: cst.BaseSmallStatement) -> bool:

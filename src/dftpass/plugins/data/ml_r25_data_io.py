@@ -42,6 +42,10 @@ FILE_READS = frozenset({"read", "read_bytes", "read_text"})
 MEMMAP_COPIES = frozenset({"astype", "copy", "tolist"})
 #: calls that copy their first argument (a memmap's slice) into memory
 COPY_CALLS = frozenset({"numpy.array", "numpy.copy", "torch.tensor"})
+#: calls that decode a lazily opened image into an array (``np.asarray(Image.open(p))``)
+DECODE_CALLS = frozenset({"numpy.array", "numpy.asarray"})
+#: the name a returned read is bound to, so that its size can be measured in the region
+READ_NAME = "_dft_read"
 #: calls that write data, by qualified name -> index of the argument whose bytes are written
 WRITES: dict[str, int] = {"numpy.save": 1, "numpy.savez": 1, "numpy.savez_compressed": 1, "cv2.imwrite": 1}
 
@@ -64,6 +68,7 @@ class _Region:
     what: str
     holder: str | None = None
     kind: str = "any"
+    #: the statement is ``return READ``
     returned: bool = False
 
 
@@ -114,9 +119,11 @@ class DataIO(Pass):
         on (the ~15/65 µs of ``ai.update`` are for the whole tree), and the region ~6-9 µs on:
         worth it for reads of ~100 µs and more, which sample reads from storage are; for reads
         of a few µs (a sample already in memory) switch the measure off or the rule off.
-        Not wrapped: a read whose value is returned at once (``return np.load(p)``: there is
-        no name to measure after the read; a note says so; with ``image_size = false`` it is
-        wrapped); the open of a ``with open(p) as f:`` block (a ``with`` region would cover the
+        A read whose value is returned at once (``return np.load(p)``, DLIO's readers) is
+        named inside the region (``_dft_read = np.load(p)``, measured, then ``return
+        _dft_read`` after the region); ``strip`` gives the ``return`` back.
+        Not wrapped: a read that is only part of the value returned (``return np.load(p),
+        label``: nothing names it); the open of a ``with open(p) as f:`` block (a ``with`` region would cover the
         whole block, start/stop would stay open when the open raises; the read inside is
         wrapped); a statement that calls a project function doing I/O itself, and anything
         reached from inside an ``ai.data.io`` region already (the node is not re-entrant);
@@ -154,14 +161,31 @@ class DataIO(Pass):
         "def load(path):\n    x = np.load(path)\n    return x * 2\n\n\nclass Samples(Dataset):\n"
         "    def __getitem__(self, i):\n        with ai.data.io.read:\n            x = load(f'{i}.npy')\n"
         "        return x\n",
-        # the value read is returned at once: nothing to measure after the read (a note)
-        Case(
-            "import numpy as np\nfrom torch.utils.data import Dataset\n\n\nclass Samples(Dataset):\n"
-            "    def __getitem__(self, i):\n        return np.load(f'{i}.npy')\n",
-            findings=(Expect("info", "returned at once"),),
-        ),
+        # the value read is only part of what is returned: nothing names it to measure
+        "import numpy as np\nfrom torch.utils.data import Dataset\n\n\nclass Samples(Dataset):\n"
+        "    def __getitem__(self, i):\n        return np.load(f'{i}.npy'), i\n",
     ]
     INVALID = [
+        Case(
+            # the value read is returned at once (DLIO's readers): it is named inside the
+            # region, measured there, and returned after it; a comment stays on its line
+            "import numpy as np\nfrom PIL import Image\nfrom torch.utils.data import Dataset\n\n\nclass NpyReader:\n    def open(self, filename):\n"
+            "        return np.load(filename)  # one sample a file\n\n\nclass ImageReader:\n"
+            "    def open(self, filename):\n        return np.asarray(Image.open(filename))\n\n\n"
+            "class Samples(Dataset):\n    def __init__(self, kind):\n        self.reader = NpyReader() if kind == 'npy' "
+            "else ImageReader()\n\n    def __getitem__(self, i):\n        return self.reader.open(f'{i}')\n",
+            "from dftracer.python import ai\nimport numpy as np\nfrom PIL import Image\nfrom torch.utils.data import Dataset\n"
+            "\n\nclass NpyReader:\n"
+            "    def open(self, filename):\n        with ai.data.io.read:\n"
+            "            _dft_read = np.load(filename)  # one sample a file\n"
+            "            ai.data.io.read.update(image_size=_dft_read.nbytes if isinstance(getattr(_dft_read, "
+            "\"nbytes\", None), int) else len(_dft_read) if isinstance(_dft_read, (bytes, bytearray, str)) else -1)\n"
+            "        return _dft_read\n\n\nclass ImageReader:\n    def open(self, filename):\n"
+            "        with ai.data.io.read:\n            _dft_read = np.asarray(Image.open(filename))\n"
+            "            ai.data.io.read.update(image_size=_dft_read.nbytes)\n        return _dft_read\n\n\n"
+            "class Samples(Dataset):\n    def __init__(self, kind):\n        self.reader = NpyReader() if kind == 'npy' "
+            "else ImageReader()\n\n    def __getitem__(self, i):\n        return self.reader.open(f'{i}')\n",
+        ),
         Case(
             "import os\n\nimport numpy as np\nimport torch\nfrom torch.utils.data import Dataset\n\n\n"
             "class NpySamples(Dataset):\n    def __init__(self, root, items):\n"
@@ -341,18 +365,13 @@ class DataIO(Pass):
                     for t in graph.targets(function_id, i)):
                 return
         measure = self.options.image_size and region.op in ("read", "write")
-        if region.returned and measure:
-            if ctx.mode != "validate":
-                ctx.report(Finding(self.id, f"{region.what}: the value read is returned at once, so its image_size "
-                                   "cannot be measured after the read; name it (`x = ...`, then `return x`) to get "
-                                   "a data.io.read region, or set image_size = false", fs.relpath, region.line,
-                                   severity=Severity.INFO))
-            return
+        bind = READ_NAME if region.returned and measure else ""
         names = ctx.names(fs.relpath)
         node = f"data.io.{region.op}"
-        tail = (names.node_update(node, image_size=image_size(region.holder or "", region.kind)),) if measure else ()
+        holder = bind or region.holder or ""
+        tail = (names.node_update(node, image_size=image_size(holder, region.kind)),) if measure else ()
         ctx.add_edit(fs.relpath, WrapStmt(self.id, region.line, f"{region.what}: {why}", region.path,
-                                          names.node(node), tail))
+                                          names.node(node), tail, bind))
 
 
 def _io_node(fs: FileSummary, text: str | None) -> bool:
@@ -386,7 +405,7 @@ def _regions(graph, function_id: str, measure: bool) -> list[_Region]:
         a = group[0]
         if not _NAME.match(a.target) or len(group) > 1 and any(g.value != a.value for g in group):
             continue
-        found = _read_or_open(graph, fs, fn, handles, a.value, a.call_keywords, path)
+        found = _read_or_open(graph, fs, fn, handles, a.value, a.call_keywords, path, a.call_args)
         if found is None:
             found = _memmap_copy(graph, fs, fn, handles, path)
         if found is None:
@@ -408,12 +427,17 @@ def _regions(graph, function_id: str, measure: bool) -> list[_Region]:
     return [out[p] for p in sorted(out)]
 
 
-def _read_or_open(graph, fs, fn, handles: Handles, value: str | None, keywords, path: StmtPath):
+def _read_or_open(graph, fs, fn, handles: Handles, value: str | None, keywords, path: StmtPath,
+                  args: tuple = ()):
     """(op, what, kind of the result) if the value of an assignment reads or opens data."""
     chain = call_chain(value)
     if chain is not None:
         base, methods, subs = chain
         qualified = graph.qualify(fs, base)
+        if qualified in DECODE_CALLS and not methods and not subs and args:
+            inner = call_chain(args[0])  # ``np.asarray(Image.open(p))``: the decode reads the file
+            if inner and not inner[1] and not inner[2] and OPENERS.get(graph.qualify(fs, inner[0])) == "image":
+                return "read", f"{base}({inner[0]}())", "ndarray"
         if qualified in READS and all(m in CONVERSIONS for m in methods):
             kind = READS[qualified] if not methods and not subs else "any"
             if READS[qualified] == "ndarray" and not subs and all(m in ARRAY_METHODS for m in methods):
@@ -476,7 +500,7 @@ def _memmap_copy(graph, fs, fn, handles: Handles, path: StmtPath):
 def _call_region(graph, fs, fn, handles: Handles, call: CallSite) -> _Region | None:
     """A region for a statement that is one call: a write, a close, or a read returned at once."""
     if call.stmt_kind == "return":
-        found = _read_or_open(graph, fs, fn, handles, call.callee + "()", call.keywords, call.stmt)
+        found = _read_or_open(graph, fs, fn, handles, call.callee + "()", call.keywords, call.stmt, call.args)
         if found is None or found[0] != "read":
             return None
         return _Region(call.stmt, call.line, "read", found[1], None, found[2], returned=True)

@@ -1,0 +1,145 @@
+"""dftpass against an expert: a project annotated by hand, stripped, annotated again by dftpass.
+
+    python bench/expert.py CHECKOUT [--set project.kind=program] [--show-missed KIND]
+
+``CHECKOUT`` is a project whose authors annotated it with dftracer by hand (the DLIO
+benchmark is the canonical one: ``rules.md``, reference patterns). The script copies it to a
+scratch folder, takes every dftracer annotation out (``dftpass strip --all``), annotates the
+bare copy with ``dftpass run``, and compares the two inventories of regions per function:
+
+    kind            what counts
+    root            ``@ai`` / ``with ai:`` / ``ai.start()``
+    pipeline.*      ``@ai.pipeline.train`` ..., epoch loops (``epoch.iter`` or ``with ai.pipeline.epoch``)
+    compute.*       ``@ai.compute`` and its children, ``with`` and start/stop alike
+    dataloader      ``fetch.iter`` / ``fetch.start`` / ``@ai.dataloader.fetch``
+    data.*          item, preprocess, collate, ``data.io.*``
+    checkpoint.*    capture, restart, init, ``checkpoint.io.*``
+    comm.*, device  collectives, transfers
+    generic         ``@dlp.log`` / ``@dlp.log_init`` (any ``dft_fn`` logger)
+    image_size      ``X.update(image_size=...)``
+    step            ``ai.update(step=...)`` (or a subtree's ``update``)
+
+A region matches when the same function (file and qualified name) has the same kind in
+both. Per kind: the expert's count, dftpass's, the matches, recall (matched / expert) and
+precision (matched / dftpass). Nothing is written inside the repository.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import subprocess
+import sys
+import tempfile
+from collections import Counter, defaultdict
+from pathlib import Path
+
+DFTPASS = [sys.executable, "-m", "dftpass"]
+
+#: construct path (as emitter.recognize returns it) -> the kind compared
+_METHODS = ("iter", "start", "stop", "update", "log", "log_init", "log_static")
+
+
+def kind_of(path: str, keywords: tuple = ()) -> str | None:
+    """The compared kind of one recognised construct, or None for what is not a region."""
+    if path.startswith("dftracer.") or path in ("dftracer", "module"):
+        return None  # initialize_log, finalize, metadata: lifecycle, not regions
+    if path.startswith("dft_fn"):
+        return "generic" if path.rsplit(".", 1)[-1].startswith("log") else None
+    node, _, method = path.rpartition(".")
+    if method not in _METHODS:
+        node, method = path, ""
+    if method == "update":
+        names = {k for k, _ in keywords}
+        if "image_size" in names:
+            return "image_size"
+        return "step" if names & {"step", "epoch"} else None
+    if method == "stop":
+        return None  # the start of the same region counted it
+    node = node.replace(".derive()", ".collate")
+    if node == "":
+        return "root"
+    if node.startswith("dataloader"):
+        return "dataloader"
+    if node.startswith(("data.io", "checkpoint.io", "other.io")):
+        return node.rsplit(".", 1)[0]  # data.io.read -> data.io
+    return node
+
+
+def inventory(root: Path) -> Counter:
+    """``(relpath, qualname, kind) -> count`` of the dftracer regions in a tree."""
+    from dftpass.core.callgraph import build_callgraph
+    from dftpass.core.config import load_config
+    from dftpass.core.project import Project
+    from dftpass.plugins.checks.regions import module_loggers, region_of
+
+    config = load_config(root)
+    project = Project.discover(root, config.get("files.include"), config.exclude_globs())
+    project.load(config.get("files.max-bytes"), jobs=1)
+    build_callgraph(project.summaries(), project.console_scripts())  # resolves re-exported names
+    found: Counter = Counter()
+    for fs in project.summaries():
+        loggers = module_loggers(fs)
+        for fn in fs.functions:
+            # decorators, `with` items, calls (start/update/iter) and loop iterables alike
+            texts = [(t, ()) for t in (*fn.decorators, *fn.withs)]
+            texts += [(c.callee, c.keywords) for c in fn.calls]
+            texts += [(layer.callee, ()) for loop in fn.loops for layer in loop.layers]
+            for text, keywords in texts:
+                path = region_of(fs, text, loggers)
+                kind = kind_of("" if path == "ai" else path, keywords) if path is not None else None
+                if kind:
+                    found[(fs.relpath, fn.qualname, kind)] += 1
+    return found
+
+
+def compare(expert: Counter, ours: Counter) -> dict[str, tuple[int, int, int]]:
+    """Per kind: (expert, dftpass, matched) counted once per function."""
+    by_kind: dict[str, list[set]] = defaultdict(lambda: [set(), set()])
+    for (rel, qual, kind) in expert:
+        by_kind[kind][0].add((rel, qual))
+    for (rel, qual, kind) in ours:
+        by_kind[kind][1].add((rel, qual))
+    return {k: (len(e), len(o), len(e & o)) for k, (e, o) in sorted(by_kind.items())}
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("checkout", type=Path)
+    ap.add_argument("--set", action="append", default=[], help="passed to dftpass run (KEY=VALUE)")
+    ap.add_argument("--show-missed", action="append", default=[], metavar="KIND",
+                    help="list the functions of this kind the expert annotated and dftpass did not")
+    ap.add_argument("--show-extra", action="append", default=[], metavar="KIND",
+                    help="list the functions of this kind dftpass annotated and the expert did not")
+    args = ap.parse_args()
+
+    work = Path(tempfile.mkdtemp(prefix="dftpass-expert-"))
+    try:
+        bare, ours = work / "bare", work / "ours"
+        shutil.copytree(args.checkout, work / "expert", ignore=shutil.ignore_patterns(".git"))
+        subprocess.run([*DFTPASS, "strip", str(work / "expert"), "--all", "--out", str(bare), "-q"], check=False)
+        left = inventory(bare)
+        if left:
+            print(f"note: strip --all left {sum(left.values())} regions (counted as dftpass's below)")
+        sets = [a for kv in args.set for a in ("--set", kv)]
+        subprocess.run([*DFTPASS, "run", str(bare), "--out", str(ours), "-q", *sets], check=False)
+        expert, mine = inventory(work / "expert"), inventory(ours)
+        print(f"| kind | expert | dftpass | matched | recall | precision |")
+        print("|---|---|---|---|---|---|")
+        for kind, (e, o, m) in compare(expert, mine).items():
+            recall = f"{m / e:.2f}" if e else "-"
+            precision = f"{m / o:.2f}" if o else "-"
+            print(f"| {kind} | {e} | {o} | {m} | {recall} | {precision} |")
+        for kind, which, a, b in ([(k, "missed", expert, mine) for k in args.show_missed] +
+                                  [(k, "extra", mine, expert) for k in args.show_extra]):
+            only = sorted({(r, q) for (r, q, k) in a if k == kind} - {(r, q) for (r, q, k) in b if k == kind})
+            print(f"\n{kind}, {which} ({len(only)}):")
+            for rel, qual in only:
+                print(f"  {rel}: {qual}")
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
