@@ -159,4 +159,4 @@ def test_every_rank_of_a_ddp_run_traces_its_collectives(tmp_path):
     assert len(ranks) == 2, [f.name for f in trace_files(traces)]
     for f in ranks:
         comm = Counter(e["name"] for e in events_of(f) if e["cat"] == "comm")
-        assert comm["all_reduce"] == 5 and comm["all_gather"] == 1 and comm["barrier"] == 1, (f.name, comm)
+        assert comm["all_reduce"] == 5 and comm["all_gather"] == 1 and comm["barrier"] == 2, (f.name, comm)

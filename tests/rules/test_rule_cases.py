@@ -1,17 +1,22 @@
 """Every rule's VALID and INVALID examples are its tests (the Fixit way).
 
-For each built-in rule: a VALID case must come out unchanged; an INVALID case must come out
-exactly as its ``after`` (imports included) and a second run must change nothing.
+For each rule dftpass ships (built-in, and its framework plugins): a VALID case must come out
+unchanged; an INVALID case must come out exactly as its ``after`` (imports included) and a
+second run must change nothing.
 """
 
 from __future__ import annotations
 
+import importlib
+
 import pytest
 
+from dftpass.core.manager import BUNDLED_PLUGINS
 from dftpass.core.passes import PassKind
-from dftpass.plugins.builtin import PASSES
+from dftpass.plugins.builtin import PASSES as BUILTIN
 from dftpass.testing import check_case
 
+PASSES = [*BUILTIN, *(p for m in BUNDLED_PLUGINS.values() for p in importlib.import_module(m).dftpass_passes())]
 RULES = [p for p in PASSES if p.is_rule()]
 #: rules on source code; runtime rules (on traces) are tested on real traces in tests/analysis
 SOURCE_RULES = [p for p in RULES if p.kind in (PassKind.TRANSFORM, PassKind.CHECK)]
@@ -51,7 +56,8 @@ def test_rule_ids_follow_the_catalogue():
 
 
 def test_every_rule_file_is_registered_by_the_builtin_plugin():
-    """A rule file missing from plugins/builtin.py would be silently absent, its examples untested."""
+    """A rule file missing from plugins/builtin.py (or its framework plugin's ``dftpass_passes``)
+    would be silently absent, its examples untested."""
     import importlib
     import inspect
     from pathlib import Path
@@ -70,4 +76,4 @@ def test_every_rule_file_is_registered_by_the_builtin_plugin():
         rule = defined[0]
         number = path.stem.split("_")[1]  # ml_r4_optimizer_step -> r4
         assert rule.id == f"ML-{number.upper()}", f"{path.name} defines {rule.id}"
-        assert rule in PASSES, f"{path.name}: {rule.id} is not listed in dftpass/plugins/builtin.py"
+        assert rule in PASSES, f"{path.name}: {rule.id} is not registered (dftpass/plugins/builtin.py, or its plugin)"

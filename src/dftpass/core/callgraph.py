@@ -43,6 +43,20 @@ def fid(relpath: str, qualname: str) -> str:
     return f"{relpath}::{qualname}"
 
 
+@attrs.define(frozen=True)
+class TrainingHints:
+    """Calls that compute gradients or apply an optimizer update, by framework plugins.
+
+    An entry is a qualified function (``jax.value_and_grad``) or ``.method``: that method on
+    any object that is not an imported module (``.apply_gradients``; ``np.gradient`` is not
+    ``tape.gradient``). ``optimizer_methods`` are methods of an optimizer object (``step``,
+    flax's ``optimizer.update(model, grads)``), whose receiver must look like an optimizer."""
+
+    gradient_calls: frozenset[str] = frozenset()
+    optimizer_calls: frozenset[str] = frozenset()
+    optimizer_methods: frozenset[str] = frozenset({"step"})
+
+
 @attrs.define
 class ResolutionHints:
     """Library knowledge the resolution needs; filled by :mod:`dftpass.plugins.knowledge`."""
@@ -57,7 +71,13 @@ class ResolutionHints:
     module_base_prefixes: tuple[str, ...] = ()
     #: what calling a module instance runs when its class has no ``__call__`` (``forward``)
     module_call_methods: tuple[str, ...] = ()
+    #: base classes of the models a framework's own loop calls (``LightningModule``): in a
+    #: project that has such models, the other modules are their parts
+    loop_models: tuple[str, ...] = ()
     values: ValueHints = attrs.field(factory=ValueHints)
+    #: what a training step looks like beyond PyTorch's ``backward()`` / ``optimizer.step()``
+    #: (``dftpass_knowledge``: ``gradient_calls``, ``optimizer_calls``, ``optimizer_methods``)
+    training: TrainingHints = attrs.field(factory=TrainingHints)
 
 
 @attrs.define

@@ -20,9 +20,9 @@ from typing import TYPE_CHECKING, Any
 import attrs
 
 from dftpass.core.config import Config
-from dftpass.core.edits import Edit, EditSet
+from dftpass.core.edits import Edit, EditSet, edit_target
 from dftpass.core.emitter import FileNames
-from dftpass.core.findings import Finding
+from dftpass.core.findings import Finding, Severity
 from dftpass.core.project import Project
 
 if TYPE_CHECKING:
@@ -89,8 +89,20 @@ class RunContext:
         return self.manager.selection.enabled_for(rule_id, relpath)
 
     def add_edit(self, relpath: str, edit: Edit) -> bool:
+        """Queue ``edit``; False when it is dropped: its rule is off for the path, or it
+        would put a region on or inside a function that a compiler runs instead of Python
+        (the ``compiled`` analysis: ``jax.jit``, ``tf.function``, numba, ...), which would
+        time the tracing, not the runs (a note says so; the caller is the place)."""
         if not self.rule_enabled_for(edit.rule, relpath):
             return False
+        if self.mode != "analyze" and "compiled" in self.manager.registry:
+            compiler = self.analysis("compiled").enclosing(relpath, edit_target(edit))
+            if compiler is not None:
+                self.report(Finding(edit.rule, f"not placed: {edit.why}: the code is compiled by {compiler}, which "
+                                    "runs its Python body only while tracing; the region belongs around the "
+                                    "Python call of the compiled function", relpath, edit.line,
+                                    severity=Severity.INFO))
+                return False
         edit_set = self.edit_sets.setdefault(relpath, EditSet(relpath))
         return edit_set.add(edit)
 

@@ -65,8 +65,9 @@ class WrapStmt(Edit):
     #: statements that go inside the region, after the statement: what must run before the
     #: region's event is written (``X.update(image_size=...)`` of what the statement read)
     tail: tuple[str, ...] = ()
-    #: the statement is ``return EXPR`` whose value the tail measures: inside the region it
-    #: becomes ``bind = EXPR`` (then the tail), and ``return bind`` follows the region
+    #: name the statement's value for the tail: ``return EXPR`` becomes ``bind = EXPR`` in the
+    #: region (then the tail) and ``return bind`` after it; an expression statement ``EXPR``
+    #: becomes ``bind = EXPR`` (the tail waits for it: ``jax.block_until_ready(bind)``)
     bind: str = ""
 
 
@@ -95,6 +96,16 @@ def edit_target(edit: Edit) -> StmtPath:
     raise TypeError(edit)  # pragma: no cover
 
 
+def _region_key(edit: Edit) -> tuple | None:
+    """What makes two edits the same region: the node around the same statement, or the same
+    decorator on the same function."""
+    if isinstance(edit, WrapStmt):
+        return ("stmt", edit.stmt, edit.with_item)
+    if isinstance(edit, Decorate):
+        return ("decorate", edit.func, edit.code)
+    return None
+
+
 @attrs.define
 class EditSet:
     """The edits queued for one file, and the imports they need."""
@@ -102,6 +113,7 @@ class EditSet:
     relpath: str
     edits: list[Edit] = attrs.field(factory=list)
     _seen: set[Edit] = attrs.field(factory=set)
+    _regions: set[tuple] = attrs.field(factory=set)
     #: dftracer names to import, as (name, alias); stdlib modules as (module, alias)
     api_imports: list[tuple[str, str]] = attrs.field(factory=list)
     std_imports: list[tuple[str, str]] = attrs.field(factory=list)
@@ -109,10 +121,16 @@ class EditSet:
     import_prelude: bool = False
 
     def add(self, edit: Edit) -> bool:
-        """Queue ``edit``; an identical edit queued before is not queued again."""
-        if edit in self._seen:
+        """Queue ``edit``; an identical edit queued before is not queued again, and neither is
+        a second region of the same node on the same statement or function (by another rule:
+        the node would nest in itself, and dftracer keeps only the inner event). The rule
+        that runs first wins; rules order themselves with ``after``."""
+        key = _region_key(edit)
+        if edit in self._seen or (key is not None and key in self._regions):
             return False
         self._seen.add(edit)
+        if key is not None:
+            self._regions.add(key)
         self.edits.append(edit)
         return True
 

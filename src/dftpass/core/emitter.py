@@ -177,6 +177,8 @@ ENV_DATA_DIR = "DFTRACER_DATA_DIR"
 ENV_INIT = "DFTRACER_INIT"
 ENV_TIME_METRIC = "DFTRACER_TIME_METRIC"
 ENV_COMPRESSION = "DFTRACER_TRACE_COMPRESSION"
+#: keeps dftracer's POSIX interception out of the process
+ENV_DISABLE_POSIX = "DFTRACER_DISABLE_POSIX"
 #: selective aggregation: hot events folded into ``ph`` 3 records (count, dur_sum, ...)
 ENV_AGGREGATION = "DFTRACER_ENABLE_AGGREGATION"
 ENV_AGGREGATION_TYPE = "DFTRACER_AGGREGATION_TYPE"
@@ -189,12 +191,24 @@ BUILD_FLAG_HDF5 = "DFTRACER_ENABLE_HDF5"
 PIP_PACKAGE = "dftracer"
 
 
-def traced_env(log_prefix: str, data_dir: str | None = None) -> dict[str, str]:
-    """The environment that switches tracing on for one run (``1`` is the only value that enables)."""
+def traced_env(log_prefix: str, data_dir: str | None = None, posix: bool = True) -> dict[str, str]:
+    """The environment that switches tracing on for one run (``1`` is the only value that enables).
+
+    ``posix=False`` keeps dftracer's POSIX interception out of the process
+    (``DFTRACER_DISABLE_POSIX=1``): bound at ``initialize_log``, it makes tensorstore's file
+    locks fail (``Failed to lock file: Bad address``), so every orbax checkpoint of a traced
+    JAX program failed. It is not the default: forked DataLoader workers then leave empty
+    trace files (their finalize goes through the interception)."""
     env = {ENV_ENABLE: "1", ENV_METADATA: "1", ENV_LOG_FILE: log_prefix}
     if data_dir:
         env[ENV_DATA_DIR] = data_dir
+    if not posix:
+        env[ENV_DISABLE_POSIX] = "1"
     return env
+
+
+#: libraries whose file I/O fails under dftracer's POSIX interception (see :func:`traced_env`)
+POSIX_HAZARDS = ("tensorstore", "orbax")
 
 
 # -- names in one file --------------------------------------------------------------------
@@ -213,14 +227,25 @@ _CANDIDATES = {
     "dlp": ("dlp", "_dlp", "_dft_dlp"),
     "worker_init": ("_dft_worker_init", "_dft_worker_init_"),
     "functools": ("functools", "_dft_functools"),
+    # framework modules the emitted code calls (``jax.block_until_ready``, a callback's base)
+    "jax": ("jax", "_dft_jax"),
+    "torch": ("torch", "_dft_torch"),
+    "lightning.pytorch": ("_dft_lightning",),
+    "pytorch_lightning": ("pytorch_lightning", "_dft_pytorch_lightning"),
+    "keras": ("keras", "_dft_keras"),
+    # classes dftpass defines in a file (a framework plugin's callback)
+    "lightning_callback": ("_DftLightningCallback", "_DftLightningCallback_"),
+    "keras_callback": ("_DftKerasCallback", "_DftKerasCallback_"),
 }
 #: the API's symbols besides ``ai``: the logger and the function decorator. :func:`recognize`
 #: returns paths that start with one of them for their uses
 OTHER_SYMBOLS = ("dftracer", "dft_fn")
 _API_SYMBOLS = ("ai", *OTHER_SYMBOLS)
 #: names dftpass defines (not imports) in a file
-_OWN_NAMES = ("log", "dlp", "worker_init")
+_OWN_NAMES = ("log", "dlp", "worker_init", "lightning_callback", "keras_callback")
 _STDLIB = ("os", "atexit", "signal", "multiprocessing", "json", "functools")
+#: other modules the emitted code may import (only where the program already uses them)
+_MODULES = (*_STDLIB, "jax", "torch", "lightning.pytorch", "pytorch_lightning", "keras")
 
 
 def _existing(fs: FileSummary, symbol: str) -> str | None:
@@ -342,6 +367,22 @@ class FileNames:
         ai = self._name("ai")
         return "; ".join(f"{ai}.{head}.update({args})" for head in subtrees)
 
+    def module(self, name: str) -> str:
+        """The file's name for module ``name`` (one of :data:`_MODULES`), imported if needed."""
+        if name not in _MODULES:
+            raise KeyError(f"not a module dftpass's code imports: {name!r}")
+        return self._name(name)
+
+    def own(self, kind: str) -> str:
+        """The name of something dftpass defines in the file (``lightning_callback``: a
+        framework plugin's callback class), clear of the file's own names."""
+        if kind not in _OWN_NAMES or kind in ("log", "dlp"):
+            raise KeyError(f"not a definition dftpass emits: {kind!r}")
+        first = _CANDIDATES[kind][0]
+        if kind not in self._chosen and any(c.name == first and len(c.stmt) == 1 for c in self.fs.classes):
+            self._chosen[kind] = first  # defined by an earlier run: the name is dftpass's own
+        return self._name(kind)
+
     def node_update(self, path: str, **values: str | None) -> str:
         """``ai.data.io.read.update(image_size=...)``: values that stick to the later events of
         one node (and of nodes derived from it), not of the whole tree as ``update`` does; a
@@ -452,7 +493,7 @@ class FileNames:
         """(dftracer names to import as (name, alias), stdlib modules as (module, alias)),
         leaving out what the file already imports."""
         api = [(s, self._chosen[s]) for s in _API_SYMBOLS if s in self.used and not _existing(self.fs, s)]
-        std = [(s, self._chosen[s]) for s in sorted(_STDLIB) if s in self.used and not _existing(self.fs, s)]
+        std = [(s, self._chosen[s]) for s in sorted(_MODULES) if s in self.used and not _existing(self.fs, s)]
         return api, std
 
 

@@ -78,7 +78,20 @@ def dftpass_knowledge() -> dict[str, list[str]]:
       function in new processes (``"spawn"``, ``"worker_init_fn"``);
     * ``loader_factories``: calls (last component) whose result is a data loader;
     * ``loader_modules``: qualified prefixes of data pipelines whose objects iterate batches;
-    * ``transparent_wrappers``: calls that iterate what they wrap (``"tqdm"``).
+    * ``transparent_wrappers``: calls that iterate what they wrap (``"tqdm"``);
+    * ``compilers``: qualified decorators or calls that compile the function they get, so
+      that its Python body does not run per call (``"jax.jit"``, ``"tensorflow.function"``):
+      no rule places a region on or in such a function (the caller is timed instead);
+    * ``gradient_calls``: calls that compute gradients, the backward pass of a framework
+      without ``loss.backward()``: a qualified function (``"jax.value_and_grad"``) or
+      ``".method"`` on any object that is not a module (``".gradient"``: ``tape.gradient``);
+    * ``optimizer_calls``: calls that apply an optimizer update, in the same two forms
+      (``"optax.apply_updates"``, ``".apply_gradients"``);
+    * ``optimizer_methods``: methods of an optimizer object that take a step (``"step"``;
+      flax's ``"update"``): the receiver must look like an optimizer;
+    * ``loop_models``: base classes of the models a framework's own training loop calls
+      (``"LightningModule"``): where the project has such models, the other modules are
+      their parts, and only these get a forward region (ML-R7).
 
     An unknown kind is an error naming the plugin. Example:
     ``{"loader_factories": ["PaddleLoader"], "module_bases": ["paddle.nn.Layer"]}``.

@@ -166,7 +166,11 @@ class LoopAnalysis:
         if text.endswith("()"):
             callee = text[:-2]
             if _last(callee) in self.options.transparent_wrappers:
-                return bool(call_args) and self.loader_like(fs, fn, call_args[0], (), depth + 1)
+                if call_args:
+                    return self.loader_like(fs, fn, call_args[0], (), depth + 1)
+                # a wrapper called as a method wraps its receiver: ``ds.as_numpy_iterator()``
+                receiver = callee.rsplit(".", 1)[0] if "." in callee else ""
+                return bool(receiver) and self.loader_like(fs, fn, receiver, (), depth + 1)
             if _last(g.qualify(fs, callee)) in self.options.loader_factories:
                 return True
         elif "." not in text:

@@ -42,6 +42,9 @@ log = structlog.get_logger("dftpass")
 
 AUTOLOAD_ENV = "DFTPASS_DISABLE_PLUGIN_AUTOLOAD"
 BUILTIN_PLUGIN = "dftpass.plugins.builtin"
+#: the framework plugins shipped with dftpass: entry points like any third party's (their
+#: names are what ``plugins.disable`` takes), and loaded even with auto-loading off
+BUNDLED_PLUGINS = {"jax": "dftpass.plugins.jax", "lightning": "dftpass.plugins.lightning"}
 #: the analysis that tells a program from a library: transform passes do not run on a library
 LIBRARY_GATE = "programs"
 
@@ -94,6 +97,9 @@ def make_plugin_manager(disable: Iterable[str] = (), load: Iterable[str] = (),
     pm.register(importlib.import_module(BUILTIN_PLUGIN), name="builtin")
     for name in disable:
         pm.set_blocked(name)
+    for name, module in BUNDLED_PLUGINS.items():
+        if not pm.is_blocked(name):
+            pm.register(importlib.import_module(module), name=name)
     if os.environ.get(AUTOLOAD_ENV, "") not in ("1", "true", "yes"):
         for ep in _entry_points():
             if pm.get_plugin(ep.name) is not None or pm.is_blocked(ep.name):
@@ -138,7 +144,8 @@ def hook_results(pm: pluggy.PluginManager, name: str, **kwargs) -> list[tuple[st
 
 #: the kinds of library facts plugins may contribute (hookspecs.dftpass_knowledge)
 KNOWLEDGE_KINDS = ("module_bases", "module_base_prefixes", "module_call_methods", "process_launchers",
-                   "process_keywords", "loader_factories", "loader_modules", "transparent_wrappers")
+                   "process_keywords", "loader_factories", "loader_modules", "transparent_wrappers",
+                   "compilers", "gradient_calls", "optimizer_calls", "optimizer_methods", "loop_models")
 
 
 class PluginError(Exception):
@@ -252,7 +259,8 @@ class PassManager:
                         raise ConfigError(f"{where} rule {pattern!r}, which no loaded plugin has; blocked by "
                                           f"plugins.disable: {', '.join(self.blocked())}")
                     raise ConfigError(f"{where} unknown rule {pattern!r}")
-        known = {ep.name for ep in _entry_points()} - {"builtin"}  # dftpass's own passes cannot be disabled
+        # dftpass's own passes cannot be disabled; its framework plugins can
+        known = ({ep.name for ep in _entry_points()} | set(BUNDLED_PLUGINS)) - {"builtin"}
         for name in self.config.get("plugins.disable") or ():
             if name not in known:
                 src = self.config.source("plugins.disable")

@@ -136,6 +136,7 @@ def _edit_code(edit: Edit) -> str:
             parts.append(value)
     parts.extend(getattr(edit, "prologue", ()))
     parts.extend(getattr(edit, "finally_", ()))
+    parts.extend(getattr(edit, "tail", ()))
     return "\n".join(parts)
 
 

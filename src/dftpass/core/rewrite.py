@@ -167,18 +167,21 @@ def _with(item: str, body: Sequence[cst.BaseStatement]) -> cst.With:
     return cst.With(items=[cst.WithItem(item=_expr(item))], body=cst.IndentedBlock(body=list(body)))
 
 
-def _bind_return(line: cst.BaseStatement, name: str) -> tuple[cst.BaseStatement, cst.BaseStatement]:
-    """``return EXPR  # c`` -> (``name = EXPR  # c``, ``return name``): the value is named
-    inside the region, so what runs after the statement there can measure it."""
-    if not (isinstance(line, cst.SimpleStatementLine) and len(line.body) == 1
-            and isinstance(line.body[0], cst.Return) and line.body[0].value is not None):
+def _bind_return(line: cst.BaseStatement, name: str) -> tuple[cst.BaseStatement, cst.BaseStatement | None]:
+    """``return EXPR  # c`` -> (``name = EXPR  # c``, ``return name``), ``EXPR`` -> (``name =
+    EXPR``, None): the value is named inside the region, so what runs after the statement
+    there can measure it (or wait for it)."""
+    small = line.body[0] if isinstance(line, cst.SimpleStatementLine) and len(line.body) == 1 else None
+    if isinstance(small, cst.Expr):
+        return line.with_changes(body=[cst.Assign(targets=[cst.AssignTarget(cst.Name(name))],
+                                                  value=small.value)]), None
+    if not isinstance(small, cst.Return) or small.value is None:
         raise EditError(f"not a return of a value: {cst.Module([]).code_for_node(line).strip()!r}")
-    ret = line.body[0]
     # the space after ``return`` becomes the one after ``=`` (``return(x)`` -> ``name =(x)``),
     # so that strip gives the line back byte for byte
-    target = cst.AssignTarget(cst.Name(name), whitespace_after_equal=ret.whitespace_after_return) \
-        if isinstance(ret.whitespace_after_return, cst.SimpleWhitespace) else cst.AssignTarget(cst.Name(name))
-    assign = line.with_changes(body=[cst.Assign(targets=[target], value=ret.value)])
+    target = cst.AssignTarget(cst.Name(name), whitespace_after_equal=small.whitespace_after_return) \
+        if isinstance(small.whitespace_after_return, cst.SimpleWhitespace) else cst.AssignTarget(cst.Name(name))
+    assign = line.with_changes(body=[cst.Assign(targets=[target], value=small.value)])
     return assign, cst.SimpleStatementLine(body=[cst.Return(value=cst.Name(name))])
 
 

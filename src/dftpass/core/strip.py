@@ -43,12 +43,21 @@ from dftpass.core.summary import MODULE_SCOPE, FileSummary
 _CODE = cst.Module([])
 #: names only dftpass binds: its step index (``--all`` strips such an ``enumerate``)
 _OWN_NAMES = re.compile(r"^_dft_step_?$")
-#: names only dftpass binds to a returned value it measures (``--all`` gives the return back)
-_BOUND_NAMES = re.compile(r"^_dft_read_?$")
+#: names only dftpass binds to a value it measures or waits for (``--all`` gives the
+#: statement back)
+_BOUND_NAMES = re.compile(r"^_dft_(read|result)_?$")
 
 
 def _code(node: cst.CSTNode) -> str:
     return _CODE.code_for_node(node).strip()
+
+
+def _bound_name(stmt: cst.BaseStatement) -> str | None:
+    """NAME of a line that is only ``NAME = EXPR``."""
+    if isinstance(stmt, cst.SimpleStatementLine) and len(stmt.body) == 1 and isinstance(stmt.body[0], cst.Assign) \
+            and len(stmt.body[0].targets) == 1 and isinstance(stmt.body[0].targets[0].target, cst.Name):
+        return stmt.body[0].targets[0].target.value
+    return None
 
 
 def _returned_name(stmt: cst.BaseStatement) -> str | None:
@@ -99,6 +108,7 @@ class _Strip(cst.CSTTransformer):
             self.api += [tuple(x) for x in rec.get("imports", {}).get("api", ())]
             self.std += [tuple(x) for x in rec.get("imports", {}).get("std", ())]
         self.scopes: list[tuple[str, str]] = []  # (kind, qualname)
+        self._with_bodies: set[int] = set()
         self.removed = 0
         self.kept: list[str] = []
         self.parens: dict[tuple[str, str], int] = Counter()
@@ -274,10 +284,17 @@ class _Strip(cst.CSTTransformer):
         return expr.with_changes(args=[first, *expr.args[1:]])
 
     # -- statement lists: wrapped statements, inserted statements ---------------------------------
-    def leave_IndentedBlock(self, original_node, updated_node):
-        return updated_node.with_changes(body=self._block(list(updated_node.body)))
+    def visit_With(self, node) -> bool:
+        self._with_bodies.add(id(node.body))
+        return True
 
-    def _block(self, stmts: list[cst.BaseStatement]) -> list[cst.BaseStatement]:
+    def leave_IndentedBlock(self, original_node, updated_node):
+        # a ``with`` body is unbound in the block around it, where the region is unwrapped and
+        # the ``return NAME`` that may follow it is in sight
+        unbind = id(original_node) not in self._with_bodies
+        return updated_node.with_changes(body=self._block(list(updated_node.body), unbind))
+
+    def _block(self, stmts: list[cst.BaseStatement], unbind: bool = True) -> list[cst.BaseStatement]:
         scope = self._scope()
         out: list[cst.BaseStatement] = []
         carried: Sequence[cst.EmptyLine] = ()  # leading lines of removed statements
@@ -313,24 +330,26 @@ class _Strip(cst.CSTTransformer):
                 stmts_to_add[0] = first.with_changes(leading_lines=lines)
                 carried, replace = (), False
             out.extend(stmts_to_add)
-        return self._unbind(out, scope)
+        return self._unbind(out, scope) if unbind else out
 
     def _unbind(self, stmts: list[cst.BaseStatement], scope: str) -> list[cst.BaseStatement]:
-        """``NAME = EXPR`` then ``return NAME``, NAME bound by dftpass (a read region of a
-        returned value, its region already unwrapped): back to ``return EXPR``."""
+        """``NAME = EXPR`` (then ``return NAME``), NAME bound by dftpass to a value its region
+        measures or waits for (the region already unwrapped): back to ``return EXPR``, or to
+        the expression statement ``EXPR``."""
         out: list[cst.BaseStatement] = []
-        for stmt in stmts:
-            prev = out[-1] if out else None
-            name = _returned_name(stmt)
-            if name and isinstance(prev, cst.SimpleStatementLine) and len(prev.body) == 1 \
-                    and isinstance(prev.body[0], cst.Assign) and len(prev.body[0].targets) == 1 \
-                    and _code(prev.body[0].targets[0].target) == name \
-                    and self._take(("bind", scope, name), bool(_BOUND_NAMES.search(name))):
-                space = prev.body[0].targets[0].whitespace_after_equal
-                out[-1] = prev.with_changes(body=[cst.Return(value=prev.body[0].value, whitespace_after_return=space)])
+        for k, stmt in enumerate(stmts):
+            name = _bound_name(stmt)
+            if name is None or not self._take(("bind", scope, name), bool(_BOUND_NAMES.search(name))):
+                out.append(stmt)
                 continue
-            out.append(stmt)
-        return out
+            value = stmt.body[0].value
+            if k + 1 < len(stmts) and _returned_name(stmts[k + 1]) == name:
+                space = stmt.body[0].targets[0].whitespace_after_equal
+                out.append(stmt.with_changes(body=[cst.Return(value=value, whitespace_after_return=space)]))
+                stmts[k + 1] = None  # the ``return NAME`` goes with it
+            else:
+                out.append(stmt.with_changes(body=[cst.Expr(value=value)]))
+        return [s for s in out if s is not None]
 
     def _is_call_region(self, small: cst.BaseSmallStatement) -> bool:
         """``ai.x.start()``, ``ai.x.stop()``, ``ai.update(...)`` (``--all``)."""

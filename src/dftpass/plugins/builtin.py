@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from dftpass.core.hookspecs import hookimpl
 from dftpass.plugins.analyses.callgraph import CallGraphAnalysis
+from dftpass.plugins.analyses.compiled import CompiledAnalysis
 from dftpass.plugins.analyses.cost import CostAnalysis
 from dftpass.plugins.analyses.frameworks import FrameworksAnalysis
 from dftpass.plugins.analyses.loops import LoopsAnalysis
@@ -42,6 +43,7 @@ from dftpass.plugins.trace.ml_r24_overlap import ComputeLoaderOverlap
 PASSES = [
     # analyses
     CallGraphAnalysis,
+    CompiledAnalysis,
     FrameworksAnalysis,
     LoopsAnalysis,
     ProgramsAnalysis,

@@ -8,11 +8,11 @@ train?"); they live here once, so that ML-R2 (phases), ML-R4 (optimizer step) an
 from __future__ import annotations
 
 import re
-from typing import NamedTuple
+from typing import Iterator, NamedTuple
 
 import attrs
 
-from dftpass.core.callgraph import CallGraph, ResolutionHints
+from dftpass.core.callgraph import CallGraph, ResolutionHints, TrainingHints
 from dftpass.core.emitter import aliases, is_node
 from dftpass.core.summary import CallSite, FileSummary, FunctionSummary, StmtPath
 from dftpass.core.values import ValueHints, classes, kind, subject
@@ -91,16 +91,37 @@ def is_scaler(graph: CallGraph, fs: FileSummary, fn: FunctionSummary, receiver: 
 
 
 def is_optimizer_step(graph: CallGraph, fs: FileSummary, fn: FunctionSummary, call: CallSite) -> bool:
-    """``optimizer.step()``, ``self.opt.step(closure)``, ``scaler.step(optimizer)``."""
-    if call.method != "step" or not call.receiver or "()" in call.receiver:
+    """``optimizer.step()``, ``self.opt.step(closure)``, ``scaler.step(optimizer)``; and what
+    framework plugins teach (``optimizer.apply_gradients(...)``, ``optax.apply_updates``,
+    flax's ``optimizer.update(model, grads)``)."""
+    hints = graph.hints.training
+    if _known_call(graph, fs, call, hints.optimizer_calls):
+        return True
+    if call.method not in hints.optimizer_methods or not call.receiver or "()" in call.receiver:
         return False
-    return is_optimizer(graph, fs, fn, call.receiver) or is_scaler(graph, fs, fn, call.receiver)
+    if call.method == "step":
+        return is_optimizer(graph, fs, fn, call.receiver) or is_scaler(graph, fs, fn, call.receiver)
+    return is_optimizer(graph, fs, fn, call.receiver)
 
 
-def is_backward(call: CallSite) -> bool:
+def is_backward(call: CallSite, graph: CallGraph | None = None, fs: FileSummary | None = None) -> bool:
     """``loss.backward()``, ``scaler.scale(loss).backward()``, ``accelerator.backward(loss)``,
-    ``self.manual_backward(loss)``, ``torch.autograd.backward(...)``."""
-    return call.method in ("backward", "manual_backward") and (bool(call.receiver) or call.callee == "backward")
+    ``self.manual_backward(loss)``, ``torch.autograd.backward(...)``; with the graph, also the
+    gradient calls framework plugins teach (``tape.gradient(...)``, ``jax.value_and_grad``)."""
+    if call.method in ("backward", "manual_backward") and (bool(call.receiver) or call.callee == "backward"):
+        return True
+    return graph is not None and fs is not None and _known_call(graph, fs, call, graph.hints.training.gradient_calls)
+
+
+def _known_call(graph: CallGraph, fs: FileSummary, call: CallSite, known: frozenset[str]) -> bool:
+    """Whether ``call`` is one of ``known``: qualified functions, or ``.method`` on an object
+    that is not an imported module (see :class:`~dftpass.core.callgraph.TrainingHints`)."""
+    if not known:
+        return False
+    if call.method and f".{call.method}" in known and call.receiver \
+            and call.receiver.split(".", 1)[0].rstrip("()") not in fs.imports:
+        return True
+    return graph.qualify(fs, call.callee) in known
 
 
 def trains(graph: CallGraph, function_id: str, call_filter=None) -> bool:
@@ -111,7 +132,7 @@ def trains(graph: CallGraph, function_id: str, call_filter=None) -> bool:
     for call, found in graph.calls_with_targets(function_id):
         if call_filter is not None and not call_filter(call):
             continue
-        if is_backward(call) or is_optimizer_step(graph, fs, fn, call):
+        if is_backward(call, graph, fs) or is_optimizer_step(graph, fs, fn, call):
             return True
         targets.extend(found)
     seen: set[str] = set()
@@ -121,7 +142,7 @@ def trains(graph: CallGraph, function_id: str, call_filter=None) -> bool:
             continue
         seen.add(t)
         tfs, tfn = graph.functions[t]
-        if any(is_backward(c) or is_optimizer_step(graph, tfs, tfn, c) for c in tfn.calls):
+        if any(is_backward(c, graph, tfs) or is_optimizer_step(graph, tfs, tfn, c) for c in tfn.calls):
             return True
         targets.extend(graph.callees(t))
     return False
@@ -163,6 +184,15 @@ BUILTIN_KNOWLEDGE: dict[str, list[str]] = {
     # over a dataset's items would be wrapped as a batch loop (seen on torch's own sources)
     "loader_modules": ["tensorflow.data.", "tf.data.", "torchdata.", "grain."],
     "transparent_wrappers": ["tqdm", "track", "prefetch", "as_numpy_iterator"],
+    # compilers are known here, not only by the framework plugins: never placing a region
+    # inside a jitted function is a matter of safety, whichever plugins are on
+    "compilers": ["numba.jit", "numba.njit", "numba.vectorize", "numba.guvectorize", "numba.cfunc",
+                  "numba.cuda.jit", "jax.jit", "jax.pmap", "flax.nnx.jit", "equinox.filter_jit",
+                  "tensorflow.function", "torch.jit.script", "torch.compile", "cython.compile"],
+    "gradient_calls": [],
+    "optimizer_calls": [],
+    "optimizer_methods": ["step"],
+    "loop_models": [],
 }
 
 
@@ -177,6 +207,10 @@ def resolution_hints(knowledge: dict[str, tuple[str, ...]] | None = None) -> Res
         module_bases=tuple(knowledge["module_bases"]),
         module_base_prefixes=tuple(knowledge["module_base_prefixes"]),
         module_call_methods=tuple(knowledge["module_call_methods"]),
+        loop_models=tuple(knowledge.get("loop_models", ())),
+        training=TrainingHints(gradient_calls=frozenset(knowledge.get("gradient_calls", ())),
+                               optimizer_calls=frozenset(knowledge.get("optimizer_calls", ())),
+                               optimizer_methods=frozenset(knowledge.get("optimizer_methods", ("step",)))),
         values=ValueHints(
             identity_methods=frozenset({"to", "cuda", "cpu", "train", "eval", "float", "half", "double",
                                         "bfloat16", "requires_grad_", "share_memory", "to_empty"}),
@@ -186,6 +220,8 @@ def resolution_hints(knowledge: dict[str, tuple[str, ...]] | None = None) -> Res
                 "torch.nn.DataParallel", "nn.DataParallel", "DataParallel",
                 "torch.distributed.fsdp.FullyShardedDataParallel", "FullyShardedDataParallel", "FSDP", "DDP",
                 "iter",
+                # a compiled function stands for the function it was given: jax.jit(step)(x)
+                *knowledge["compilers"],
             }),
         ),
     )
@@ -235,6 +271,35 @@ def is_model_call(graph: CallGraph, function_id: str, index: int) -> bool:
     return bool(MODEL_NAME.search(callee.rsplit(".", 1)[-1]))
 
 
+def step_calls(graph: CallGraph, loops) -> Iterator[tuple[str, int]]:
+    """(function id, call index) of every call that runs once per batch: in a batch loop's
+    body (a gradient-accumulation loop inside it included), or in a project function that
+    such a call runs (one level down: ``train_step(model, batch)``; not into the model)."""
+    seen = set()
+    for facts in loops.of_kind("batch"):
+        if facts.yields_batches:
+            continue
+        fn = graph.fn(facts.function)
+        for i, call in enumerate(fn.calls):
+            if facts.loop.index in call.loops and (facts.function, i) not in seen:
+                seen.add((facts.function, i))
+                yield facts.function, i
+                for target in graph.targets(facts.function, i):
+                    if is_model_entry(graph, target):
+                        continue  # inside the model: its submodules, not the step's calls
+                    for j, _ in enumerate(graph.fn(target).calls):
+                        if (target, j) not in seen:
+                            seen.add((target, j))
+                            yield target, j
+
+
+def is_model_entry(graph: CallGraph, function_id: str) -> bool:
+    """A model's ``forward`` or ``__call__``: what calling the model runs."""
+    owner = graph.class_of_method(function_id)
+    return owner is not None and graph.fn(function_id).name in ("forward", "__call__") and \
+        graph.is_module_class(owner)
+
+
 def does_step(graph: CallGraph, function_id: str, loops: set[int] | None = None) -> bool:
     """Whether calls of the function (those in ``loops``, if given) run a training or
     evaluation step: a backward pass, an optimizer step, a compute-step call, a model call,
@@ -244,7 +309,7 @@ def does_step(graph: CallGraph, function_id: str, loops: set[int] | None = None)
     for i, call in enumerate(fn.calls):
         if loops is not None and not (set(call.loops) & loops):
             continue
-        if is_backward(call) or is_optimizer_step(graph, fs, fn, call) or is_compute_step(call) \
+        if is_backward(call, graph, fs) or is_optimizer_step(graph, fs, fn, call) or is_compute_step(call) \
                 or is_model_call(graph, function_id, i):
             return True
         pending.extend(graph.targets(function_id, i))

@@ -13,6 +13,7 @@ import datetime as dt
 import json
 import os
 import platform
+import re
 import shutil
 import signal
 import subprocess
@@ -63,13 +64,46 @@ def _dftracer_version() -> str | None:
         return None
 
 
+_HAZARD_IMPORT = re.compile(rb"^\s*(?:import|from)\s+(" + b"|".join(m.encode() for m in emitter.POSIX_HAZARDS)
+                            + rb")\b", re.MULTILINE)
+#: how many files of the project :func:`posix_hazard` reads at most
+_HAZARD_SCAN_FILES = 2000
+
+
+def posix_hazard(command: Sequence[str], cwd: Path) -> str | None:
+    """Why dftracer's POSIX interception must stay out of this run, or None: the project
+    (the command's working folder, or its script's) imports a library whose file I/O fails
+    under it (orbax's checkpoints, through tensorstore's file locks). A run with a data
+    folder (``--data-dir``) keeps it: the user asked for file I/O events."""
+    folders = [cwd] + [(cwd / a).parent for a in command if a.endswith(".py")]
+    seen = 0
+    for folder in dict.fromkeys(f.resolve() for f in folders if f.is_dir()):
+        for path in folder.rglob("*.py"):
+            seen += 1
+            if seen > _HAZARD_SCAN_FILES:
+                return None
+            try:
+                found = _HAZARD_IMPORT.search(path.read_bytes())
+            except OSError:
+                continue
+            if found:
+                return (f"{path.name} imports {found.group(1).decode()}, whose file locks fail under dftracer's "
+                        "POSIX interception (orbax checkpoints: 'Failed to lock file: Bad address'); no POSIX "
+                        "events are traced (pass --data-dir to trace them anyway)")
+    return None
+
+
 def _run_once(run: RunDir, k: int, command: Sequence[str], cwd: Path, env: dict[str, str],
               chunk_mb: int, compact: bool) -> dict:
     raw = run.raw(k)
     shutil.rmtree(raw, ignore_errors=True)
     shutil.rmtree(run.compact(k), ignore_errors=True)
     raw.mkdir(parents=True)  # dftracer does not create the folder of DFTRACER_LOG_FILE
-    child_env = {**env, **emitter.traced_env(str(run.log_prefix(k)), env.get(emitter.ENV_DATA_DIR))}
+    data_dir = env.get(emitter.ENV_DATA_DIR)
+    hazard = None if data_dir else posix_hazard(command, cwd)
+    child_env = {**env, **emitter.traced_env(str(run.log_prefix(k)), data_dir, posix=hazard is None)}
+    if hazard:
+        log.warning("POSIX interception off", reason=hazard)
     start, t0 = _now(), time.monotonic()
     interrupted = False
     launch_error = None
@@ -101,6 +135,8 @@ def _run_once(run: RunDir, k: int, command: Sequence[str], cwd: Path, env: dict[
         "empty_trace_files": [p.name for p in files if p.stat().st_size == 0],
     }
     log.info("traced run", label=run.label, repeat=k, exit_code=code, wall_s=round(wall, 3), trace_files=len(files))
+    if hazard:
+        record["notes"] = [f"{emitter.ENV_DISABLE_POSIX}=1: {hazard}"]
     if not files and launch_error is None:
         record["problems"] = [why_no_traces(command, cwd)]
     if compact and files:

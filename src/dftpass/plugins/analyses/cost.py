@@ -110,7 +110,7 @@ def _kind_of_call(graph: CallGraph, fs: FileSummary, fn: FunctionSummary, call) 
         return "data"
     if last in TRANSFER_METHODS or (last == "to" and any(k == "non_blocking" for k, _ in call.keywords)):
         return "transfer"
-    if is_backward(call) or is_optimizer_step(graph, fs, fn, call):
+    if is_backward(call, graph, fs) or is_optimizer_step(graph, fs, fn, call):
         return "compute"
     return None
 

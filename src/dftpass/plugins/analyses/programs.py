@@ -68,7 +68,7 @@ def _evidence(graph: CallGraph, loops: LoopAnalysis, function_id: str) -> str | 
     role = None
     for call in fn.calls:
         phase = framework_phase(call)
-        if is_backward(call) or is_optimizer_step(graph, fs, fn, call) or phase == "train":
+        if is_backward(call, graph, fs) or is_optimizer_step(graph, fs, fn, call) or phase == "train":
             return "train"
         if phase:
             role = "evaluate"

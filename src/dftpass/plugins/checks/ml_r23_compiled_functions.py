@@ -4,39 +4,30 @@ from __future__ import annotations
 
 from dftpass.core.findings import Finding, Severity
 from dftpass.core.passes import Case, Expect, Pass, PassKind
-from dftpass.core.values import classes
 from dftpass.plugins.checks.regions import RULES_THAT_PLACE, regions_on
 
-#: qualified compilers, as a decorator or a call on a function: what each does to a region
-COMPILERS = {
+#: what each compiler does to a region (the ``compiled`` analysis finds the functions)
+WHY = {
     "numba.jit": "numba compiles it: a Python decorator inside makes it fall back or fail",
     "numba.njit": "numba compiles it: a Python decorator inside makes it fail to compile",
-    "numba.vectorize": "numba compiles it", "numba.guvectorize": "numba compiles it",
-    "numba.cfunc": "numba compiles it", "numba.cuda.jit": "numba compiles it for the GPU",
+    "numba.cuda.jit": "numba compiles it for the GPU",
     "jax.jit": "jax traces it once: the region would time the tracing, not the runs",
-    "jax.pmap": "jax traces it once: the region would time the tracing, not the runs",
-    "flax.nnx.jit": "jax traces it once: the region would time the tracing, not the runs",
-    "equinox.filter_jit": "jax traces it once: the region would time the tracing, not the runs",
     "tensorflow.function": "tf.function traces it into a graph: the region would time the tracing only",
+    "tensorflow.data.Dataset.map": "tf.data traces it into the pipeline's graph: the region would time the tracing "
+                                   "only (wrap the Python part in tf.numpy_function to time it)",
     "torch.jit.script": "TorchScript compiles it: a dftracer decorator cannot be scripted",
     "torch.compile": "Dynamo compiles it: the region's Python calls break the graph",
-    "cython.compile": "Cython compiles it",
 }
+for _name in ("jax.pmap", "flax.nnx.jit", "equinox.filter_jit"):
+    WHY[_name] = WHY["jax.jit"]
+for _name in ("tensorflow.data.Dataset.filter", "tensorflow.data.Dataset.flat_map", "tensorflow.data.Dataset.interleave"):
+    WHY[_name] = WHY["tensorflow.data.Dataset.map"]
 #: what the region should do instead
 FIX = "put the region around the Python call of the compiled function (its caller) instead"
 
 
-def _compiler(graph, fs, text: str | None) -> str | None:
-    """The qualified compiler a decorator or callee text names (``nb.njit(cache=True)`` ->
-    ``numba.njit``, ``tf.function`` -> ``tensorflow.function``), or None."""
-    if not text:
-        return None
-    qualified = graph.qualify(fs, text.split("(", 1)[0])
-    if qualified.startswith("tf."):
-        qualified = "tensorflow." + qualified[3:]
-    if qualified.startswith("nnx."):
-        qualified = "flax.nnx." + qualified[4:]
-    return qualified if qualified in COMPILERS else None
+def why(compiler: str) -> str:
+    return WHY.get(compiler, f"{compiler} compiles it: its Python body does not run per call")
 
 
 class CompiledFunctions(Pass):
@@ -72,7 +63,7 @@ class CompiledFunctions(Pass):
     id = "ML-R23"
     title = "Compiled functions"
     kind = PassKind.CHECK
-    requires = ("callgraph",)
+    requires = ("callgraph", "compiled")
     after = RULES_THAT_PLACE
     tags = ("safety",)
 
@@ -104,27 +95,9 @@ class CompiledFunctions(Pass):
 
     def run(self, ctx) -> None:
         graph = ctx.analysis("callgraph")
-        compiled: dict[str, str] = {}  # function id -> compiler
-        for function_id, (fs, fn) in graph.functions.items():
-            for d in fn.decorators:
-                compiler = _compiler(graph, fs, d)
-                if compiler:
-                    compiled.setdefault(function_id, compiler)
-            for i, call in enumerate(fn.calls):
-                compiler = _compiler(graph, fs, call.callee)
-                if not compiler or not call.args or not call.args[0]:
-                    continue
-                resolved = graph.resolve_name(fs, call.args[0].rstrip("()"))
-                if resolved in graph.functions:
-                    compiled.setdefault(resolved, compiler)
-                if graph.values is not None:
-                    for class_id in classes(graph.values.of(function_id, call.args[0])):
-                        forward = graph.method(class_id, "forward")
-                        if forward:
-                            compiled.setdefault(forward, compiler)
-        for function_id, compiler in sorted(compiled.items()):
+        for function_id, compiler in sorted(ctx.analysis("compiled").functions.items()):
             fs, fn = graph.functions[function_id]
             for where in regions_on(ctx, fs, fn):
                 severity = Severity.WARNING if compiler == "torch.compile" else Severity.ERROR
-                ctx.report(Finding(self.id, f"{where} on {fn.qualname}: {COMPILERS[compiler]}; {FIX}",
+                ctx.report(Finding(self.id, f"{where} on {fn.qualname}: {why(compiler)}; {FIX}",
                                    fs.relpath, fn.line, fn.col, severity))

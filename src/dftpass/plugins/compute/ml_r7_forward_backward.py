@@ -8,7 +8,7 @@ from dftpass.core.findings import Finding, Severity
 from dftpass.core.passes import Case, Pass, PassKind
 from dftpass.core.placement import function_region, has_region
 from dftpass.plugins.knowledge import (built_by_factory, is_backward, is_compute_step, is_model_call, model_classes,
-                                       trains)
+                                       step_calls, trains)
 
 
 #: more candidate model classes than this at one call site: the call site is timed instead
@@ -66,7 +66,10 @@ class ForwardBackward(Pass):
     id = "ML-R7"
     title = "Forward and backward"
     kind = PassKind.TRANSFORM
-    requires = ("callgraph", "loops")
+    requires = ("callgraph", "loops", "compiled")
+    # a framework plugin's step rule times its compiled steps first (with what they need:
+    # ML-R14 waits for jax's result); a second region of the node there is refused
+    after = ("ML-R12", "ML-R13", "ML-R14")
     frameworks = ("ml",)
     tags = ("compute",)
 
@@ -157,7 +160,7 @@ class ForwardBackward(Pass):
     def run(self, ctx) -> None:
         graph = ctx.analysis("callgraph")
         loops = ctx.analysis("loops")
-        calls = list(_loop_calls(graph, loops))
+        calls = list(step_calls(graph, loops))
         self._forward(ctx, graph, calls)
         self._backward(ctx, graph)
         self._compute_steps(ctx, graph, loops, calls)
@@ -189,6 +192,9 @@ class ForwardBackward(Pass):
         if not handled:
             tops = [c for c in graph.classes if _forward_method(graph, c)
                     and graph.is_module_class(c) and _top_level(graph, c)]
+            # a framework's loop calls its own models (a LightningModule): the rest are their parts
+            owned = [c for c in tops if graph.has_base(c, graph.hints.loop_models)]
+            tops = owned or tops
             if len(tops) > MAX_FALLBACK_MODELS:
                 ctx.report(Finding(self.id, f"{len(tops)} model classes and no model call found in a batch loop: "
                                    "no forward is annotated (name the model class with --select/per-path, or "
@@ -240,7 +246,10 @@ class ForwardBackward(Pass):
             fs, fn = graph.functions[function_id]
             if any(is_backward(fn.calls[i]) or is_model_call(graph, function_id, i) for i in indexes):
                 continue
-            if any(trains(graph, t) for i in indexes for t in graph.targets(function_id, i)):
+            # a step that trains shows its forward and backward (timed apart above), unless a
+            # compiler runs it: then its Python call is all there is to time
+            if any(trains(graph, t) and not ctx.analysis("compiled").hard(t)
+                   for i in indexes for t in graph.targets(function_id, i)):
                 continue
             for i in indexes:
                 call = fn.calls[i]
@@ -248,8 +257,13 @@ class ForwardBackward(Pass):
                     continue
                 targets = [t for t in graph.targets(function_id, i) if not _is_stub(graph.fn(t))]
                 targets = [t for t in targets if not any(o in graph.reachable(t) for o in targets)]
-                if not targets:
-                    self._wrap_call(ctx, graph, function_id, call, "compute", f"compute step {call.callee}()")
+                # a step that a compiler runs (jax.jit, tf.function) is timed at its Python call
+                compiled = [t for t in targets if ctx.analysis("compiled").hard(t)]
+                if not targets or compiled:
+                    why = f"compute step {call.callee}()" + (
+                        f", compiled by {ctx.analysis('compiled').compiler_of(compiled[0])}" if compiled else "")
+                    self._wrap_call(ctx, graph, function_id, call, "compute", why)
+                    continue
                 for t in targets:
                     decorate.setdefault(t, f"the step of a batch loop in {fn.name} (no forward/backward split)")
         for function_id, why in sorted(decorate.items()):
@@ -257,34 +271,6 @@ class ForwardBackward(Pass):
             if any(has_region(fs, fn, n) for n in ("compute", "compute.forward", "compute.backward")):
                 continue
             ctx.add_edit(fs.relpath, function_region(ctx.names(fs.relpath), fn, "compute", self.id, why))
-
-
-def _loop_calls(graph, loops):
-    """(function id, call index) of every call that runs once per batch: in a batch loop's
-    body (a gradient-accumulation loop inside it included), or in a project function that
-    such a call runs (one level down: ``train_step(model, batch)``; not into the model)."""
-    seen = set()
-    for facts in loops.of_kind("batch"):
-        if facts.yields_batches:
-            continue
-        fn = graph.fn(facts.function)
-        for i, call in enumerate(fn.calls):
-            if facts.loop.index in call.loops and (facts.function, i) not in seen:
-                seen.add((facts.function, i))
-                yield facts.function, i
-                for target in graph.targets(facts.function, i):
-                    if _is_model_entry(graph, target):
-                        continue  # inside the model: its submodules, not the step's calls
-                    for j, _ in enumerate(graph.fn(target).calls):
-                        if (target, j) not in seen:
-                            seen.add((target, j))
-                            yield target, j
-
-
-def _is_model_entry(graph, function_id: str) -> bool:
-    owner = graph.class_of_method(function_id)
-    return owner is not None and graph.fn(function_id).name in ("forward", "__call__") and \
-        graph.is_module_class(owner)
 
 
 def _top_level(graph, class_id: str) -> bool:

@@ -75,9 +75,6 @@ MPI_DERIVED = frozenset({"Dup", "Clone", "Split", "Split_type", "Create", "Creat
 WAITS = frozenset({"wait", "Wait", "waitall", "Waitall", "wait_all", "synchronize"})
 #: a receiver that reads like a communicator (only to explain why a call was left alone)
 COMM_NAME = re.compile(r"(?i)(^|_)comm(unicator)?(_\w+)?$")
-#: decorators that compile the function: a region inside would time the tracing, once (ML-R23)
-COMPILERS = ("tensorflow.function", "jax.jit", "jax.pmap", "torch.compile", "torch.jit.script", "numba.jit",
-             "numba.njit")
 
 
 class Collective(NamedTuple):
@@ -126,14 +123,6 @@ def collective(graph, function_id: str, call) -> Collective | None:
                 return Collective(HOROVOD_OPS[base], "horovod", name != base)
     if call.method in MPI_OPS and call.receiver and _mpi_receiver(graph, function_id, fs, call.receiver):
         return Collective(MPI_OPS[call.method], "mpi4py", call.method in MPI_NONBLOCKING)
-    return None
-
-
-def _compiled(graph, fs, fn) -> str | None:
-    for d in fn.decorators:
-        qualified = graph.qualify(fs, d.removesuffix("()"))
-        if qualified in COMPILERS or qualified.rsplit(".", 1)[-1] in ("jit", "njit") and "." in qualified:
-            return d
     return None
 
 
@@ -214,7 +203,7 @@ class Collectives(Pass):
     id = "ML-R5"
     title = "Collectives"
     kind = PassKind.TRANSFORM
-    requires = ("callgraph", "frameworks")
+    requires = ("callgraph", "frameworks", "compiled")
     frameworks = ("distributed",)
     tags = ("distributed", "comm")
 
@@ -239,7 +228,7 @@ class Collectives(Pass):
             "        return True\n    return False\n\n\ndef main(flag):\n"
             "    return should_stop(MPI.COMM_WORLD, flag)\n",
             findings=(
-                Expect("info", "compiled by @tf.function", line=10),
+                Expect("info", "compiled by tensorflow.function", line=10),
                 Expect("info", "in the header of a compound statement", line=16),
             ),
         ),
@@ -364,7 +353,8 @@ class Collectives(Pass):
     def _function(self, ctx, graph, function_id, fs, fn, found, ops_in) -> None:
         if _in_comm_region(fs, fn.decorators):
             return
-        compiler = _compiled(graph, fs, fn)
+        compiled = ctx.analysis("compiled")
+        compiler = compiled.compiler_of(function_id) if compiled.hard(function_id) else None
         by_stmt: dict = {}
         for call, coll in found:
             by_stmt.setdefault(call.stmt, []).append((call, coll))
@@ -378,7 +368,7 @@ class Collectives(Pass):
                     for c in calls_at(fn, sibling(stmt, -1))):
                 continue
             if compiler:
-                self._note(ctx, fs, call, f"{shown} not wrapped: it is in a function compiled by @{compiler} "
+                self._note(ctx, fs, call, f"{shown} not wrapped: it is in a function compiled by {compiler} "
                                           "(a region there would time the tracing; time the caller)")
                 continue
             ops = sorted({c.op for _, c in items})
