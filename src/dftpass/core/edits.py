@@ -72,6 +72,22 @@ class WrapStmt(Edit):
 
 
 @attrs.frozen
+class AddArgument(Edit):
+    """Append ``item`` to the list a call's ``keyword`` argument gives (``callbacks=[...]``):
+    the keyword is added (``new``) or its list extended; a value that is not a list literal
+    becomes ``[*(value or []), item]``. With ``listed=False`` the keyword (absent: ``new``)
+    gets ``item`` itself as its value (``backend=...``)."""
+
+    stmt: StmtPath
+    #: the call's function as written (``model.fit``): the first such call in the statement
+    callee: str
+    keyword: str
+    item: str
+    new: bool = False
+    listed: bool = True
+
+
+@attrs.frozen
 class InsertBefore(Edit):
     stmt: StmtPath
     code: str
@@ -89,7 +105,7 @@ class InsertAfter(Edit):
     code: str
 
 
-def edit_target(edit: Edit) -> StmtPath:
+def edit_target(edit: Edit) -> StmtPath:  # noqa: D103
     for field in ("func", "owner", "loop", "stmt"):
         if hasattr(edit, field):
             return getattr(edit, field)

@@ -22,7 +22,12 @@ API_MODULE = "dftracer.python"
 #: and the dlio-profiler era's (hand-annotated projects use all three)
 API_MODULES = (API_MODULE, "dftracer.logger", "dlio_profiler.logger")
 #: older names of the API symbols
-_OLD_SYMBOLS = {"dlio_logger": "dftracer", "fn_interceptor": "dft_fn"}
+_OLD_SYMBOLS = {"dlio_logger": "dftracer", "fn_interceptor": "dft_fn",
+                # dftracer.python.torch: its profiler hook (the symbol is not the module's name:
+                # a file's "torch" is PyTorch)
+                "torch": "profiling"}
+#: the name a symbol is imported by, where it is not the symbol (``from dftracer.python import torch``)
+_IMPORT_NAMES = {"profiling": "torch"}
 
 #: every ``ai`` node dftpass may emit: path below ``ai`` -> (trace cat, event name)
 NODES: dict[str, tuple[str, str]] = {
@@ -59,6 +64,11 @@ DYNAMO_NAMES = ("create_backend",)
 IMPORT_PRELUDE = (f'__import__("sys").modules.setdefault("{DYNAMO_MODULE}", '
                   f'__import__("types").ModuleType("{DYNAMO_MODULE}"))')
 IMPORT_PRELUDE_COMMENT = "# dftpass: dftracer without its torch._dynamo import (1.5 s)"
+
+
+def plans_dynamo_backend(api_imports) -> bool:
+    """Whether the dftracer names a file is to import include the Dynamo backend's module."""
+    return any(name == "create_backend" for name, _ in api_imports)
 
 
 def uses_dynamo_backend(fs: FileSummary) -> bool:
@@ -218,6 +228,12 @@ _CANDIDATES = {
     "ai": ("ai", "dft_ai", "_dft_ai"),
     "dftracer": ("dftracer", "_dftracer"),
     "dft_fn": ("dft_fn", "_dft_fn"),
+    # dftracer's own settings module: ``DFTRACER_ENABLE``, read once at its import
+    "env": ("_dft_env",),
+    # its torch.compile backend (ML-R29; the package's ``dynamo`` is an object, not the module)
+    # and its torch.profiler hook (ML-R28)
+    "create_backend": ("_dft_create_backend",),
+    "profiling": ("_dft_profiling",),
     "os": ("os", "_dft_os"),
     "atexit": ("atexit", "_dft_atexit"),
     "signal": ("signal", "_dft_signal"),
@@ -233,19 +249,20 @@ _CANDIDATES = {
     "lightning.pytorch": ("_dft_lightning",),
     "pytorch_lightning": ("pytorch_lightning", "_dft_pytorch_lightning"),
     "keras": ("keras", "_dft_keras"),
+    "tensorflow": ("tf", "_dft_tf"),
     # classes dftpass defines in a file (a framework plugin's callback)
     "lightning_callback": ("_DftLightningCallback", "_DftLightningCallback_"),
     "keras_callback": ("_DftKerasCallback", "_DftKerasCallback_"),
 }
 #: the API's symbols besides ``ai``: the logger and the function decorator. :func:`recognize`
 #: returns paths that start with one of them for their uses
-OTHER_SYMBOLS = ("dftracer", "dft_fn")
+OTHER_SYMBOLS = ("dftracer", "dft_fn", "env", "create_backend", "profiling")
 _API_SYMBOLS = ("ai", *OTHER_SYMBOLS)
 #: names dftpass defines (not imports) in a file
 _OWN_NAMES = ("log", "dlp", "worker_init", "lightning_callback", "keras_callback")
 _STDLIB = ("os", "atexit", "signal", "multiprocessing", "json", "functools")
 #: other modules the emitted code may import (only where the program already uses them)
-_MODULES = (*_STDLIB, "jax", "torch", "lightning.pytorch", "pytorch_lightning", "keras")
+_MODULES = (*_STDLIB, "jax", "torch", "lightning.pytorch", "pytorch_lightning", "keras", "tensorflow")
 
 
 def _existing(fs: FileSummary, symbol: str) -> str | None:
@@ -340,6 +357,14 @@ class FileNames:
         per entry, so nested or concurrent regions never share one."""
         return f'{self._name("dft_fn")}("{cat}", name="{name}")'
 
+    def threaded_region(self, path: str) -> str:
+        """A ``with`` item that writes the event of node ``path`` (its cat and name) from a new
+        ``dft_fn`` per entry: an ``ai`` node keeps its start time on one shared object, so two
+        threads inside its region at once (tf.data's parallel map calls) would spoil both
+        events; a region of its own per call cannot."""
+        cat, name = event(path)
+        return self.generic_region(cat, name)
+
     def iter_callee(self, path: str) -> str:
         return f"{self.node(path)}.iter"
 
@@ -366,6 +391,23 @@ class FileNames:
         args = ", ".join(f"{k}={v}" for k, v in values.items() if v)
         ai = self._name("ai")
         return "; ".join(f"{ai}.{head}.update({args})" for head in subtrees)
+
+    def when_tracing(self, code: str) -> str:
+        """``if <tracing is on>: code``, for per-step statements whose work is wasted with
+        tracing off: an ``update`` walks its nodes even then (ML-R8's, ~3-6 µs a step), the
+        test costs ~0.05 µs. The flag is dftracer's own (``dftracer.python.env``, set once at
+        its import, as the tracer itself reads it)."""
+        return f"if {self._name('env')}.{ENV_ENABLE}:\n    {code}\n"
+
+    def dynamo_backend(self, name: str) -> str:
+        """``torch.compile``'s ``backend=``: dftracer's Dynamo backend, an event per FX op
+        (cat ``dynamo``)."""
+        return f'{self._name("create_backend")}(name="{name}")'
+
+    def profiler_handler(self) -> str:
+        """``torch.profiler.profile``'s ``on_trace_ready=``: dftracer's handler, which turns the
+        profiler's events into dftracer events (cat ``PP``)."""
+        return f"{self._name('profiling')}.trace_handler"
 
     def module(self, name: str) -> str:
         """The file's name for module ``name`` (one of :data:`_MODULES`), imported if needed."""
@@ -492,7 +534,8 @@ class FileNames:
     def imports_needed(self) -> tuple[list[tuple[str, str]], list[tuple[str, str]]]:
         """(dftracer names to import as (name, alias), stdlib modules as (module, alias)),
         leaving out what the file already imports."""
-        api = [(s, self._chosen[s]) for s in _API_SYMBOLS if s in self.used and not _existing(self.fs, s)]
+        api = [(_IMPORT_NAMES.get(s, s), self._chosen[s]) for s in _API_SYMBOLS
+               if s in self.used and not _existing(self.fs, s)]
         std = [(s, self._chosen[s]) for s in sorted(_MODULES) if s in self.used and not _existing(self.fs, s)]
         return api, std
 

@@ -44,7 +44,8 @@ AUTOLOAD_ENV = "DFTPASS_DISABLE_PLUGIN_AUTOLOAD"
 BUILTIN_PLUGIN = "dftpass.plugins.builtin"
 #: the framework plugins shipped with dftpass: entry points like any third party's (their
 #: names are what ``plugins.disable`` takes), and loaded even with auto-loading off
-BUNDLED_PLUGINS = {"jax": "dftpass.plugins.jax", "lightning": "dftpass.plugins.lightning"}
+BUNDLED_PLUGINS = {"jax": "dftpass.plugins.jax", "lightning": "dftpass.plugins.lightning",
+                   "tensorflow": "dftpass.plugins.tensorflow"}
 #: the analysis that tells a program from a library: transform passes do not run on a library
 LIBRARY_GATE = "programs"
 

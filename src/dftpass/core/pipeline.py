@@ -23,7 +23,7 @@ import structlog
 from dftpass.core.config import Config
 from dftpass.core.context import PassTiming, RunContext
 from dftpass.core.edits import Edit, EditSet
-from dftpass.core.emitter import uses_dynamo_backend
+from dftpass.core.emitter import plans_dynamo_backend, uses_dynamo_backend
 from dftpass.core.findings import Finding, Severity
 from dftpass.core.manager import PassManager, call_hook, natural_key
 from dftpass.core.progress import Progress
@@ -130,7 +130,7 @@ def _needed_imports(ctx: RunContext, edit_set: EditSet) -> None:
 
 def _edit_code(edit: Edit) -> str:
     parts = []
-    for field in ("code", "with_item", "callee"):
+    for field in ("code", "with_item", "callee", "item"):
         value = getattr(edit, field, None)
         if value:
             parts.append(value)
@@ -184,9 +184,14 @@ def _annotate(root: Path, config: Config, mode: str, passes: Iterable[str] | Non
     manager.run(ctx, pipeline)
 
     files: dict[str, FileResult] = {}
-    prelude = ctx.config.get("emit.skip-dynamo-import") and not any(uses_dynamo_backend(fs) for fs in ctx.project.summaries())
     for relpath, edit_set in sorted(ctx.edit_sets.items()):
         _needed_imports(ctx, edit_set)
+    # the prelude stubs dftracer's Dynamo module: not in a project that uses its backend,
+    # written already or planned now (ML-R29)
+    prelude = ctx.config.get("emit.skip-dynamo-import") and not any(
+        uses_dynamo_backend(fs) for fs in ctx.project.summaries()) and not any(
+        plans_dynamo_backend(es.api_imports) for es in ctx.edit_sets.values())
+    for edit_set in ctx.edit_sets.values():
         edit_set.import_prelude = prelude
 
     if mode == "validate":

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import attrs
 
-from dftpass.core.edits import Decorate, Edit, EditSet, Enumerate, InsertAfter, InsertBefore, WrapBody, WrapIter, \
-    WrapStmt, edit_target
+from dftpass.core.edits import AddArgument, Decorate, Edit, EditSet, Enumerate, InsertAfter, InsertBefore, WrapBody, \
+    WrapIter, WrapStmt, edit_target
 from dftpass.core.summary import MODULE_SCOPE, FileSummary, StmtPath
 
 FILE = "annotations.json"
@@ -60,6 +60,8 @@ def entry(fs: FileSummary, edit: Edit) -> dict:
             out["tail"] = list(edit.tail)
         if edit.bind:
             out["bind"] = edit.bind
+    elif isinstance(edit, AddArgument):
+        out.update(callee=edit.callee, keyword=edit.keyword, item=edit.item, new=edit.new, listed=edit.listed)
     elif isinstance(edit, (InsertBefore, InsertAfter)):
         out.update(code=edit.code, separate=getattr(edit, "separate", False))
     return out

@@ -15,8 +15,8 @@ from typing import Sequence, Union
 import attrs
 import libcst as cst
 
-from dftpass.core.edits import (Decorate, Edit, EditSet, Enumerate, InsertAfter, InsertBefore, WrapBody, WrapIter,
-                                WrapStmt, edit_target)
+from dftpass.core.edits import (AddArgument, Decorate, Edit, EditSet, Enumerate, InsertAfter, InsertBefore, WrapBody,
+                                WrapIter, WrapStmt, edit_target)
 from dftpass.core.emitter import API_MODULE, IMPORT_PRELUDE, IMPORT_PRELUDE_COMMENT
 from dftpass.core.linebytes import keep_original_bytes
 from dftpass.core.summary import StmtPath
@@ -148,6 +148,15 @@ def _small(code: str) -> cst.BaseSmallStatement:
     return line.body[0]
 
 
+def _is_small(code: str) -> bool:
+    """``code`` is one simple statement (it can join a ``;`` line)."""
+    try:
+        _small(code)
+    except (EditError, cst.ParserSyntaxError):
+        return False
+    return True
+
+
 def _stmts(code: str) -> list[cst.BaseStatement]:
     """One or more statements (a lifecycle block is several)."""
     return list(cst.parse_module(code if code.endswith("\n") else code + "\n").body)
@@ -164,7 +173,13 @@ def _is_docstring(stmt: cst.BaseStatement) -> bool:
 
 
 def _with(item: str, body: Sequence[cst.BaseStatement]) -> cst.With:
-    return cst.With(items=[cst.WithItem(item=_expr(item))], body=cst.IndentedBlock(body=list(body)))
+    """``with ITEM:`` around ``body``; ``ITEM`` may bind a name (``profile(...) as _dft_prof``)."""
+    expr, sep, name = item.rpartition(" as ")
+    if sep and name.isidentifier():
+        with_item = cst.WithItem(item=_expr(expr), asname=cst.AsName(name=cst.Name(name)))
+    else:
+        with_item = cst.WithItem(item=_expr(item))
+    return cst.With(items=[with_item], body=cst.IndentedBlock(body=list(body)))
 
 
 def _bind_return(line: cst.BaseStatement, name: str) -> tuple[cst.BaseStatement, cst.BaseStatement | None]:
@@ -183,6 +198,61 @@ def _bind_return(line: cst.BaseStatement, name: str) -> tuple[cst.BaseStatement,
         if isinstance(small.whitespace_after_return, cst.SimpleWhitespace) else cst.AssignTarget(cst.Name(name))
     assign = line.with_changes(body=[cst.Assign(targets=[target], value=small.value)])
     return assign, cst.SimpleStatementLine(body=[cst.Return(value=cst.Name(name))])
+
+
+class _ExtendCall(cst.CSTTransformer):
+    """Appends an item to the list of a keyword argument of the first call of ``callee``."""
+
+    def __init__(self, edit: AddArgument) -> None:
+        self.edit = edit
+        self.done = False
+
+    def leave_Call(self, original_node, updated_node):
+        if self.done or cst.Module([]).code_for_node(updated_node.func) != self.edit.callee:
+            return updated_node
+        self.done = True
+        e = self.edit
+        item = _expr(e.item)
+        args = list(updated_node.args)
+        for i, arg in enumerate(args):
+            if e.listed and arg.keyword is not None and arg.keyword.value == e.keyword:
+                value = arg.value
+                if isinstance(value, cst.List):
+                    value = value.with_changes(elements=_appended(list(value.elements), cst.Element(item)))
+                else:  # ``callbacks=cbs``: a list of the callbacks it gives, and ours
+                    either = cst.BooleanOperation(value.with_changes(lpar=[cst.LeftParen()], rpar=[cst.RightParen()])
+                                                  if isinstance(value, (cst.BooleanOperation, cst.IfExp)) else value,
+                                                  cst.Or(), cst.List([]))
+                    value = cst.List([cst.StarredElement(either.with_changes(lpar=[cst.LeftParen()],
+                                                                                 rpar=[cst.RightParen()])),
+                                      cst.Element(item)])
+                args[i] = arg.with_changes(value=value)
+                return updated_node.with_changes(args=args)
+        if not e.listed and any(a.keyword is not None and a.keyword.value == e.keyword for a in args):
+            raise EditError(f"{e.callee}() has {e.keyword}= already (line {e.line})")
+        new = cst.Arg(value=cst.List([cst.Element(item)]) if e.listed else item, keyword=cst.Name(e.keyword),
+                      equal=cst.AssignEqual(whitespace_before=cst.SimpleWhitespace(""),
+                                            whitespace_after=cst.SimpleWhitespace("")))
+        return updated_node.with_changes(args=_appended(args, new))
+
+
+def _appended(items: list, new):
+    """``items`` + ``new``: the last item's comma (a trailing one, or none) moves to ``new``,
+    and the last item gets the separator the others use (``", "`` when there is none)."""
+    if not items:
+        return [new]
+    last = items[-1]
+    separator = items[-2].comma if len(items) > 1 and isinstance(items[-2].comma, cst.Comma) else \
+        cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))
+    return [*items[:-1], last.with_changes(comma=separator), new.with_changes(comma=last.comma)]
+
+
+def _add_argument(stmt: cst.BaseStatement, edit: AddArgument) -> cst.BaseStatement:
+    extend = _ExtendCall(edit)
+    out = stmt.visit(extend)
+    if not extend.done:
+        raise EditError(f"no call of {edit.callee}() at line {edit.line}")
+    return out
 
 
 def _move_leading_lines(src: cst.BaseStatement, dst: cst.BaseStatement) -> tuple[cst.BaseStatement, cst.BaseStatement]:
@@ -205,7 +275,7 @@ class _Apply(cst.CSTTransformer):
         cache: dict[int, list[Entry]] = {}
         for edit in edits:
             (node, k), _ = resolve(module, edit_target(edit), self.keep, cache)
-            if isinstance(edit, (WrapStmt, InsertBefore, InsertAfter)):
+            if isinstance(edit, (WrapStmt, InsertBefore, InsertAfter, AddArgument)):
                 self.small.setdefault(id(node), {}).setdefault(k, []).append(edit)
             else:
                 if k is not None:
@@ -223,8 +293,9 @@ class _Apply(cst.CSTTransformer):
             edits = self.small.get(id(orig))
             if not edits:
                 out.append(upd)
-            elif isinstance(orig, cst.SimpleStatementLine) and len(orig.body) > 1 and not any(
-                    isinstance(e, WrapStmt) for group in edits.values() for e in group):
+            elif isinstance(orig, cst.SimpleStatementLine) and len(orig.body) > 1 and all(
+                    isinstance(e, (InsertBefore, InsertAfter)) and _is_small(e.code)
+                    for group in edits.values() for e in group):
                 out.append(self._insert_in_line(upd, edits))
             elif isinstance(orig, cst.SimpleStatementLine):
                 out.extend(self._split_line(upd, edits))
@@ -251,8 +322,8 @@ class _Apply(cst.CSTTransformer):
         for k, small in enumerate(line.body):
             if k in edits:
                 groups.append(([small], edits[k]))
-            elif groups and not groups[-1][1]:
-                groups[-1][0].append(small)
+            elif groups and all(isinstance(e, InsertBefore) for e in groups[-1][1]):
+                groups[-1][0].append(small)  # what goes above the line leaves the line whole
             else:
                 groups.append(([small], []))
         out: list[cst.BaseStatement] = []
@@ -269,6 +340,9 @@ class _Apply(cst.CSTTransformer):
     def _around(self, stmt: cst.BaseStatement, edits: Sequence[Edit]) -> list[cst.BaseStatement]:
         node = stmt
         after_region: list[cst.BaseStatement] = []  # ``return bind`` of a bound WrapStmt
+        for e in edits:
+            if isinstance(e, AddArgument):
+                node = _add_argument(node, e)
         for e in edits:
             if isinstance(e, WrapStmt):
                 returned = None

@@ -43,6 +43,10 @@ from dftpass.core.summary import MODULE_SCOPE, FileSummary
 _CODE = cst.Module([])
 #: names only dftpass binds: its step index (``--all`` strips such an ``enumerate``)
 _OWN_NAMES = re.compile(r"^_dft_step_?$")
+#: the profiler object ML-R28 binds
+_OWN_PROFILER = re.compile(r"^_dft_prof_?$")
+#: a callback dftpass adds to a framework's ``callbacks=`` list (``--all`` takes it out)
+_OWN_CALLBACK = re.compile(r"^_Dft\w*Callback_?\(\)$")
 #: names only dftpass binds to a value it measures or waits for (``--all`` gives the
 #: statement back)
 _BOUND_NAMES = re.compile(r"^_dft_(read|result)_?$")
@@ -58,6 +62,12 @@ def _bound_name(stmt: cst.BaseStatement) -> str | None:
             and len(stmt.body[0].targets) == 1 and isinstance(stmt.body[0].targets[0].target, cst.Name):
         return stmt.body[0].targets[0].target.value
     return None
+
+
+def _with_item_code(item: cst.WithItem) -> str:
+    """``X`` or ``X as name``, as an edit records a ``with`` item."""
+    code = _code(item.item)
+    return f"{code} as {_code(item.asname.name)}" if item.asname is not None else code
 
 
 def _returned_name(stmt: cst.BaseStatement) -> str | None:
@@ -135,6 +145,10 @@ class _Strip(cst.CSTTransformer):
                     *((("bind", scope, e["bind"]),) if e.get("bind") else ())]
         if kind in ("InsertBefore", "InsertAfter"):
             return [("stmt", scope, _norm(part)) for part in _parts(e["code"])]
+        if kind == "AddArgument":
+            if not e.get("listed", True):
+                return [("keyword", scope, e["callee"], e["keyword"], _norm(e["item"]))]
+            return [("argument", scope, e["callee"], e["keyword"], _norm(e["item"]), bool(e.get("new")))]
         return []
 
     def _take(self, key: tuple, dftracer_construct: bool = False) -> bool:
@@ -301,11 +315,13 @@ class _Strip(cst.CSTTransformer):
         replace = False  # a separate block's lines replace the single blank line it left
         for stmt in stmts:
             if isinstance(stmt, cst.With) and len(stmt.items) == 1 and len(stmt.body.body) >= 1 and \
-                    self._take(("with", scope, _code(stmt.items[0].item)), self._is_region(_code(stmt.items[0].item))):
+                    self._take(("with", scope, _with_item_code(stmt.items[0])), self._is_region(_code(stmt.items[0].item))
+                               or self._is_profiler(stmt.items[0])):
                 inner = list(stmt.body.body)
                 inner[0] = inner[0].with_changes(leading_lines=[*stmt.leading_lines, *inner[0].leading_lines])
                 stmts_to_add = inner
-            elif not isinstance(stmt, cst.SimpleStatementLine) and self._take(("stmt", scope, _code(stmt))):
+            elif not isinstance(stmt, cst.SimpleStatementLine) and self._take(
+                    ("stmt", scope, _code(stmt.with_changes(leading_lines=()))), self._is_guarded_update(stmt)):
                 if (scope, _code(stmt).splitlines()[0]) in self.separate:
                     replace = True
                 carried = [*carried, *stmt.leading_lines]
@@ -351,15 +367,79 @@ class _Strip(cst.CSTTransformer):
                 out.append(stmt.with_changes(body=[cst.Expr(value=value)]))
         return [s for s in out if s is not None]
 
+    def _is_backend(self, arg: cst.Arg) -> bool:
+        """``backend=<dftracer's create_backend(...)>`` (``--all``)."""
+        return self.strip_all and self.fs is not None and isinstance(arg.value, cst.Call) and \
+            arg.keyword.value == "backend" and recognize(self.fs, _code(arg.value.func)) == "create_backend"
+
+    def _is_profiler(self, item: cst.WithItem) -> bool:
+        """``torch.profiler.profile(..., on_trace_ready=<dftracer's handler>) as _dft_prof`` (``--all``)."""
+        if not self.strip_all or self.fs is None or not isinstance(item.item, cst.Call):
+            return False
+        return any(arg.keyword is not None and arg.keyword.value == "on_trace_ready"
+                   and recognize(self.fs, _code(arg.value)) == "profiling.trace_handler" for arg in item.item.args)
+
+    def _is_guarded_update(self, stmt: cst.BaseStatement) -> bool:
+        """``if <dftracer's DFTRACER_ENABLE>:`` holding only dftracer updates (``--all``)."""
+        if not self.strip_all or not isinstance(stmt, cst.If) or stmt.orelse is not None or self.fs is None:
+            return False
+        if recognize(self.fs, _code(stmt.test)) != "env.DFTRACER_ENABLE":
+            return False
+        body = stmt.body.body if isinstance(stmt.body, cst.IndentedBlock) else [stmt.body]
+        return all(isinstance(line, (cst.SimpleStatementLine, cst.SimpleStatementSuite))
+                   and all(self._is_call_region(s) for s in line.body) for line in body)
+
     def _is_call_region(self, small: cst.BaseSmallStatement) -> bool:
         """``ai.x.start()``, ``ai.x.stop()``, ``ai.update(...)`` (``--all``)."""
         if not self.strip_all or not isinstance(small, cst.Expr) or not isinstance(small.value, cst.Call):
             return False
         callee = _code(small.value.func)
         node, _, method = callee.rpartition(".")
+        if method == "step" and _OWN_PROFILER.match(node):
+            return True  # the profiler ML-R28 opened (its ``with`` goes too)
         return (method in ("start", "stop") and self._is_region(node)) or (
             method == "update" and self.fs is not None and recognize(self.fs, callee) is not None
             and not (recognize(self.fs, callee) or "").startswith(("dftracer", "dft_fn")))
+
+    # -- calls: an item added to a keyword argument's list (``callbacks=[..., cb()]``) -------------
+    def leave_Call(self, original_node, updated_node):
+        args = list(updated_node.args)
+        callee = _code(updated_node.func)
+        for i, arg in enumerate(args):
+            if arg.keyword is not None and self._take(("keyword", self._scope(), callee, arg.keyword.value,
+                                                       _code(arg.value)), self._is_backend(arg)):
+                kept = args[:i] + args[i + 1:]  # a keyword dftpass gave the call (``backend=``)
+                if i == len(args) - 1 and kept:
+                    kept[-1] = kept[-1].with_changes(comma=arg.comma)
+                return updated_node.with_changes(args=kept)
+            if arg.keyword is None or not isinstance(arg.value, cst.List) or not arg.value.elements:
+                continue
+            elements = list(arg.value.elements)
+            item = _code(elements[-1].value)
+            key = (self._scope(), callee, arg.keyword.value, item)
+            own = self.strip_all and bool(_OWN_CALLBACK.match(item))
+            wrapped = len(elements) == 2 and isinstance(elements[0], cst.StarredElement) \
+                and isinstance(elements[0].value, cst.BooleanOperation) and isinstance(elements[0].value.operator, cst.Or) \
+                and isinstance(elements[0].value.right, cst.List) and not elements[0].value.right.elements
+            if len(elements) == 1 and self._take(("argument", *key, True), own):
+                kept = args[:i] + args[i + 1:]  # dftpass added the keyword
+                if i == len(args) - 1 and kept:
+                    kept[-1] = kept[-1].with_changes(comma=arg.comma)
+                return updated_node.with_changes(args=kept)
+            if not self._take(("argument", *key, False), own):
+                continue
+            if wrapped:  # ``[*(value or []), cb()]`` -> ``value``
+                value = elements[0].value.left
+                if isinstance(value, (cst.BooleanOperation, cst.IfExp)):
+                    value = value.with_changes(lpar=[], rpar=[])
+            else:
+                rest = elements[:-1]
+                if rest:
+                    rest[-1] = rest[-1].with_changes(comma=elements[-1].comma)
+                value = arg.value.with_changes(elements=rest)
+            args[i] = arg.with_changes(value=value)
+            return updated_node.with_changes(args=args)
+        return updated_node
 
     # -- the module: statements, then imports ----------------------------------------------------
     def leave_Module(self, original_node, updated_node):
@@ -373,8 +453,9 @@ class _Strip(cst.CSTTransformer):
         api = {alias for _, alias in self.api}
         if self.strip_all:
             api |= {local for local, _ in _api_locals(body)}
-        # the prelude names dftracer's module in a string: it must not count as a use
-        text = cst.Module(body=[s for s in body if not _is_prelude(s)]).code
+        # the names the code uses (not in strings or comments: a docstring that says
+        # "dftracer" does not keep dftracer's import)
+        used = _names_used([s for s in body if not _is_import_line(s)])
         out: list[cst.BaseStatement] = []
         block: list[cst.BaseStatement] = []  # removed statements of dftpass's import block
         for stmt in body:
@@ -389,7 +470,7 @@ class _Strip(cst.CSTTransformer):
             if isinstance(small, cst.ImportFrom) and _is_api_import(small):
                 # a name dftpass imported goes once nothing uses it (a region the user wrote
                 # after annotation keeps it)
-                names = [n for n in small.names if not (_alias(n) in api and not _used(text, _alias(n), _code(small)))]
+                names = [n for n in small.names if not (_alias(n) in api and _alias(n) not in used)]
                 if not names:
                     block.append(stmt)
                     continue
@@ -467,10 +548,25 @@ def _api_locals(body: Sequence[cst.BaseStatement]) -> list[tuple[str, str]]:
     return out
 
 
-def _used(text: str, name: str, import_code: str) -> bool:
-    """Whether ``name`` appears in the module other than in its import."""
-    return len(re.findall(rf"(?<![\w.]){re.escape(name)}\b", text)) > len(
-        re.findall(rf"(?<![\w.]){re.escape(name)}\b", import_code))
+class _Names(cst.CSTVisitor):
+    def __init__(self) -> None:
+        self.names: set[str] = set()
+
+    def visit_Name(self, node: cst.Name) -> None:
+        self.names.add(node.value)
+
+    def visit_Attribute(self, node: cst.Attribute) -> bool:
+        node.value.visit(self)  # ``a.b``: ``a`` is a name in use, ``b`` is not
+        return False
+
+
+def _names_used(stmts: Sequence[cst.BaseStatement]) -> set[str]:
+    """Every name the statements refer to (not the attributes after a dot)."""
+    visitor = _Names()
+    for stmt in stmts:
+        stmt.visit(visitor)
+    return visitor.names
+
 
 
 def strip_source(source: bytes, records: Sequence[dict], fs: FileSummary | None = None,

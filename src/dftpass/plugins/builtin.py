@@ -19,6 +19,8 @@ from dftpass.plugins.checks.ml_r23_compiled_functions import CompiledFunctions
 from dftpass.plugins.compute.ml_r4_optimizer_step import OptimizerStep
 from dftpass.plugins.compute.ml_r7_forward_backward import ForwardBackward
 from dftpass.plugins.compute.ml_r17_device_transfer import DeviceTransfer
+from dftpass.plugins.compute.ml_r28_profiler import PyTorchProfiler
+from dftpass.plugins.compute.ml_r29_dynamo_backend import DynamoBackend
 from dftpass.plugins.checkpoint.ml_r18_checkpoints import CheckpointRegions
 from dftpass.plugins.checkpoint.ml_r26_checkpoint_io import CheckpointIO
 from dftpass.plugins.data.ml_r9_dataset_items import DatasetItems
@@ -68,6 +70,8 @@ PASSES = [
     PreprocessCollate,
     AppMetadata,
     WorkerInit,
+    PyTorchProfiler,
+    DynamoBackend,
     GenericRegions,  # takes what the other rules leave: keep it last
     SafePlacement,
     CompiledFunctions,

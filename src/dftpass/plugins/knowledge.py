@@ -404,7 +404,7 @@ def per_sample_functions(graph: CallGraph, loops) -> dict[str, str]:
     i in ix])``): function id -> the producer's name (the first producer that calls it)."""
     out: dict[str, str] = {}
     for facts in loops.of_kind("batch"):
-        for producer in facts.producers:
+        for producer in (*facts.producers, *loop_generators(graph, facts)):
             pfn = graph.fn(producer)
             for i, call in enumerate(pfn.calls):
                 if not (call.in_comprehension or call.loops):
@@ -413,6 +413,19 @@ def per_sample_functions(graph: CallGraph, loops) -> dict[str, str]:
                     tfn = graph.fn(target)
                     if not tfn.is_generator and not target.endswith(".__init__"):
                         out.setdefault(target, pfn.name)
+    return out
+
+
+def loop_generators(graph: CallGraph, facts) -> list[str]:
+    """The project generators a batch loop iterates (``for batch in batches(files, 32):``):
+    they build each batch, like a producer."""
+    if facts.style != "iter":
+        return []
+    fn = graph.fn(facts.function)
+    out = []
+    for i, call in enumerate(fn.calls):
+        if call.stmt == facts.loop.stmt and call.stmt_kind == "other":
+            out += [t for t in graph.targets(facts.function, i) if graph.fn(t).is_generator]
     return out
 
 
@@ -652,6 +665,8 @@ STATE_METHOD = re.compile(r"(?i)state_?dict|^get_(\w+_)?state$|rng_state|getstat
 LOAD_STATE_METHODS = frozenset({"load_state_dict", "set_state_dict", "set_model_state_dict",
                                 "set_optimizer_state_dict", "load_state"})
 CHECKPOINT_NODES = {"save": "checkpoint.capture", "load": "checkpoint.restart"}
+#: what an asynchronous checkpointer is told to finish a save with (orbax)
+CHECKPOINT_WAITS = frozenset({"wait_until_finished"})
 
 
 class CheckpointOp(NamedTuple):
@@ -1048,6 +1063,12 @@ def _plan_spans(graph: CallGraph, plan: CheckpointPlan, function_id: str, ops: l
                      for j in [_block_index(a.stmt, block, field)] if j is not None and j < i]
             if built:
                 first = max(built)
+        if op.kind == "save" and call.receiver:
+            # an asynchronous save (orbax) ends when the program waits for it, right after
+            waits = [c for c in calls_at(fn, sibling(call.stmt, 1))
+                     if c.receiver == call.receiver and c.method in CHECKPOINT_WAITS]
+            if waits:
+                last = i + 1
         elif op.kind == "load" and call.assigned_to:
             # to the last statement that uses what was read (or a name taken from it)
             tracked = set(call.assigned_to)

@@ -248,6 +248,19 @@ class CheckpointRegions(Pass):
             '        return self.manager.restore(step, args=ocp.args.StandardRestore(state)), step\n',
         ),
         Case(
+            # an asynchronous save in a loop: the region ends when the program waits for it
+            'import orbax.checkpoint as ocp\nfrom flax import nnx\n\n\ndef train(model, epochs, path):\n'
+            '    checkpointer = ocp.StandardCheckpointer()\n    for epoch in range(epochs):\n'
+            '        if epoch % 2:\n            checkpointer.save(path / str(epoch), nnx.state(model))\n'
+            '            checkpointer.wait_until_finished()\n',
+            'from dftracer.python import ai\nimport orbax.checkpoint as ocp\nfrom flax import nnx\n\n\n'
+            'def train(model, epochs, path):\n'
+            '    checkpointer = ocp.StandardCheckpointer()\n    for epoch in range(epochs):\n'
+            '        if epoch % 2:\n            ai.checkpoint.capture.start()\n'
+            '            checkpointer.save(path / str(epoch), nnx.state(model))\n'
+            '            checkpointer.wait_until_finished()\n            ai.checkpoint.capture.stop()\n',
+        ),
+        Case(
             # the innermost function that saves is decorated; its caller's own save gets a statement region
             'import torch\n\n\ndef save_model(model, path):\n    torch.save(model.state_dict(), path)\n\n\n'
             'def save_all(model, optimizer, path):\n    save_model(model, path + "/model.pt")\n'

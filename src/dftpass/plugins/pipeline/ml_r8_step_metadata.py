@@ -74,37 +74,48 @@ class StepMetadata(Pass):
     ]
     INVALID = [
         Case(
-            # a while loop: the step is the counter its body counts up
+            # a while loop: the step is the counter its body counts up; the update of each
+            # step runs only with tracing on (off, it would walk its nodes for nothing)
             "def run(model, loader):\n    it = iter(loader)\n    iter_num = 0\n    while iter_num < 100:\n"
             "        x = next(it)\n        model(x)\n        iter_num += 1\n",
-            "from dftracer.python import ai\n\n\ndef run(model, loader):\n    it = iter(loader)\n    iter_num = 0\n"
-            "    while iter_num < 100:\n        ai.compute.update(step=iter_num); ai.dataloader.update(step=iter_num); ai.device.update(step=iter_num)\n        x = next(it)\n        model(x)\n"
-            "        iter_num += 1\n",
+            "from dftracer.python import ai, env as _dft_env\n\n\ndef run(model, loader):\n    it = iter(loader)\n"
+            "    iter_num = 0\n    while iter_num < 100:\n        if _dft_env.DFTRACER_ENABLE:\n"
+            "            ai.compute.update(step=iter_num); ai.dataloader.update(step=iter_num); "
+            "ai.device.update(step=iter_num)\n        x = next(it)\n        model(x)\n        iter_num += 1\n",
         ),
         Case(
             "def run(model, loader, epochs):\n    for epoch in range(epochs):\n"
             "        for i, (x, y) in enumerate(loader):\n            model(x)\n",
-            "from dftracer.python import ai\n\n\ndef run(model, loader, epochs):\n    for epoch in range(epochs):\n"
-            "        ai.update(epoch=epoch)\n        for i, (x, y) in enumerate(loader):\n"
-            "            ai.compute.update(step=i, epoch=epoch); ai.dataloader.update(step=i, epoch=epoch); "
-            "ai.device.update(step=i, epoch=epoch)\n            model(x)\n",
+            "from dftracer.python import ai, env as _dft_env\n\n\ndef run(model, loader, epochs):\n"
+            "    for epoch in range(epochs):\n        ai.update(epoch=epoch)\n        for i, (x, y) in enumerate(loader):\n"
+            "            if _dft_env.DFTRACER_ENABLE:\n                ai.compute.update(step=i, epoch=epoch); "
+            "ai.dataloader.update(step=i, epoch=epoch); ai.device.update(step=i, epoch=epoch)\n            model(x)\n",
         ),
         Case(
             "def evaluate(model, val_loader):\n    for x, y in val_loader:\n        # forward only\n"
             "        model(x)\n",
-            "from dftracer.python import ai\n\n\ndef evaluate(model, val_loader):\n"
-            "    for _dft_step, (x, y) in enumerate(val_loader):\n        ai.compute.update(step=_dft_step); "
-            "ai.dataloader.update(step=_dft_step); ai.device.update(step=_dft_step)\n"
-            "        # forward only\n        model(x)\n",
+            "from dftracer.python import ai, env as _dft_env\n\n\ndef evaluate(model, val_loader):\n"
+            "    for _dft_step, (x, y) in enumerate(val_loader):\n        if _dft_env.DFTRACER_ENABLE:\n"
+            "            ai.compute.update(step=_dft_step); ai.dataloader.update(step=_dft_step); "
+            "ai.device.update(step=_dft_step)\n        # forward only\n        model(x)\n",
         ),
         Case(
             "def train_one(model, loader, ep):\n    for step, x in enumerate(loader):\n        model(x)\n\n\n"
             "def main(model, loader):\n    for epoch in range(1, 4):\n        train_one(model, loader, epoch)\n",
-            "from dftracer.python import ai\n\n\ndef train_one(model, loader, ep):\n"
-            "    for step, x in enumerate(loader):\n        ai.compute.update(step=step, epoch=ep); ai.dataloader.update(step=step, epoch=ep); "
+            "from dftracer.python import ai, env as _dft_env\n\n\ndef train_one(model, loader, ep):\n"
+            "    for step, x in enumerate(loader):\n        if _dft_env.DFTRACER_ENABLE:\n"
+            "            ai.compute.update(step=step, epoch=ep); ai.dataloader.update(step=step, epoch=ep); "
             "ai.device.update(step=step, epoch=ep)\n        model(x)\n\n\n"
             "def main(model, loader):\n    for epoch in range(1, 4):\n        ai.update(epoch=epoch)\n"
             "        train_one(model, loader, epoch)\n",
+        ),
+        Case(
+            # the loop's first line holds two statements: the guarded update goes above it
+            "def run(model, loader):\n    for step, x in enumerate(loader):\n        y = model(x); print(y)\n",
+            "from dftracer.python import ai, env as _dft_env\n\n\ndef run(model, loader):\n"
+            "    for step, x in enumerate(loader):\n        if _dft_env.DFTRACER_ENABLE:\n"
+            "            ai.compute.update(step=step); ai.dataloader.update(step=step); ai.device.update(step=step)\n"
+            "        y = model(x); print(y)\n",
         ),
     ]
 
@@ -135,12 +146,20 @@ class StepMetadata(Pass):
 
     @staticmethod
     def _has_update(graph, facts: LoopFacts) -> bool:
-        fs = graph.file_of(facts.function)
-        return any((recognize(fs, c) or "").rpartition(".")[2] == "update" for c in facts.loop.body_calls)
+        """An update among the loop's own statements (also inside an ``if``: the guarded
+        one; not in a loop nested in it)."""
+        fs, fn = graph.functions[facts.function]
+        if any((recognize(fs, c) or "").rpartition(".")[2] == "update" for c in facts.loop.body_calls):
+            return True
+        return any(c.loops and c.loops[-1] == facts.loop.index and c.method == "update"
+                   and (recognize(fs, c.callee) or "").rpartition(".")[2] == "update" for c in fn.calls)
 
     def _insert(self, ctx, graph, facts: LoopFacts, subtrees: list[str], **values) -> None:
         fs = graph.file_of(facts.function)
-        code = ctx.names(fs.relpath).subtree_update(subtrees, **values)
+        names = ctx.names(fs.relpath)
+        code = names.subtree_update(subtrees, **values)
+        if facts.kind == "batch":  # once a step: nothing to do with tracing off
+            code = names.when_tracing(code)
         ctx.add_edit(fs.relpath, InsertBefore(self.id, facts.loop.line, f"{facts.kind} metadata: {code}",
                                               facts.loop.body_first, code, take_comments=False))
 
