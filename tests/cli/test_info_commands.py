@@ -66,4 +66,4 @@ def test_install_chooses_the_wheel_or_a_source_build_with_flags(cli, torch_basic
     r = cli("install", hpc, "--dry-run")
     assert r.out.startswith("DFTRACER_ENABLE_HDF5=ON DFTRACER_ENABLE_MPI=ON ")
     assert r.out.strip().endswith("-m pip install --no-binary dftracer dftracer")
-    assert "DFTRACER_ENABLE_MPI (MPI)" in r.err
+    assert "DFTRACER_ENABLE_MPI (MPI: a.py)" in r.err

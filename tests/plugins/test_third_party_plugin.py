@@ -80,3 +80,15 @@ def test_rule_options_of_the_plugin_come_from_config(plugin_site, torch_basic):
     (torch_basic / "dftpass.yaml").write_text("rules:\n  options:\n    EX-1:\n      severity: warning\n")
     r = dftpass(plugin_site, "plan", torch_basic, "--no-diff")
     assert "warning: EX-1" in r.stdout
+
+
+def test_the_plugin_adds_a_build_flag_to_the_install_plan(plugin_site, project):
+    """A third party can make dftracer's install a source build (a site's MPI, say)."""
+    plain = project({"a.py": "import torch\n"}, name="plain")
+    r = dftpass(plugin_site, "install", plain, "--dry-run")
+    assert r.returncode == 0 and r.stdout.strip().endswith("-m pip install dftracer"), r.stdout
+    root = project({"a.py": "import examplefw\n"}, name="withfw")
+    r = dftpass(plugin_site, "install", root, "--dry-run")
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.startswith("DFTRACER_ENABLE_MPI=ON ") and "--no-binary dftracer dftracer" in r.stdout
+    assert "DFTRACER_ENABLE_MPI (examplefw's collectives run on MPI (plugin example))" in r.stderr

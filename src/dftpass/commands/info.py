@@ -6,7 +6,6 @@ import argparse
 import json
 
 from dftpass.commands.common import UsageError, load
-from dftpass.commands.install import install_command
 from dftpass.core.context import RunContext
 from dftpass.core.passes import PassKind
 from dftpass.core.project import Project
@@ -98,6 +97,10 @@ def cmd_detect(args: argparse.Namespace) -> int:
     project.load(config.get("files.max-bytes"), jobs=config.get("run.jobs"))
     ctx = RunContext(config, project, manager, "plan")
     det = ctx.analysis("frameworks").to_dict()
+    plan = ctx.analysis("install")
+    det["install"] = plan.to_dict()
+    det["install_flags"] = det["install"]["flags"]
+    det["extras"] = [fw for fw in ("lightning", "tensorflow", "jax") if fw in det["frameworks"]]
     programs = ctx.analysis("programs")
     det["project"] = programs.to_dict()
     det["entries"] = [
@@ -114,9 +117,11 @@ def cmd_detect(args: argparse.Namespace) -> int:
     print(f"data loader:  {'yes' if det['has_dataloader'] else 'no'}")
     print(f"ROCm:         {det['rocm']['path'] or 'not found'}; HIP tracing needed: "
           f"{'yes' if det['hip_tracing_needed'] else 'no'}")
-    flags = " ".join(f"{k}={v}" for k, v in det["install_flags"].items())
-    pip = " ".join(install_command(det["install_flags"], python="python")[2:])  # pip install ...
-    print(f"install:      {pip}" + (f" with {flags}" if flags else "") + "  (`dftpass install` runs it)")
+    print(f"install:      {plan.shown('python')}  (`dftpass install` runs it; {plan.why()})")
+    if det["extras"]:
+        rules = {"lightning": "ML-R12", "tensorflow": "ML-R13", "jax": "ML-R14"}
+        print(f"rules:        {', '.join(f'{rules[fw]} ({fw})' for fw in det['extras'])}; the versions dftpass is "
+              f"tested with: pip install 'dftpass[{','.join(det['extras'])}]'")
     print("entries:      " + ("\n              ".join(det["entries"]) or "none found"))
     return 0
 

@@ -98,6 +98,18 @@ def dftpass_knowledge() -> dict[str, list[str]]:
     """
 
 
+@hookspec
+def dftpass_install_flags(detection: Any) -> dict[str, str]:
+    """Return dftracer build flags this project needs, each with why: ``{flag: reason}``.
+
+    ``detection`` is the ``frameworks`` analysis (``.names``, ``.evidence``, ``.hip_in_code``,
+    ``.rocm_path``, ...). Any flag makes ``dftpass install`` a source build
+    (``pip install --no-binary dftracer dftracer``) with ``FLAG=ON`` in its environment;
+    ``detect`` shows it and ``plan`` says that the wheel will not do. Example, a site whose
+    MPI must always be traced: ``{"DFTRACER_ENABLE_MPI": "the site's MPI"}``.
+    """
+
+
 # --------------------------------------------------------------------------------------
 # Configuration
 # --------------------------------------------------------------------------------------

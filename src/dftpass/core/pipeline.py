@@ -182,6 +182,11 @@ def _annotate(root: Path, config: Config, mode: str, passes: Iterable[str] | Non
     pipeline = manager.order(manager.selected_rules(passes))
     log.info("pipeline", passes=pipeline)
     manager.run(ctx, pipeline)
+    if mode != "validate" and "install" in manager.registry and project.files:
+        install = ctx.analysis("install")
+        if install.source_build:  # the wheel would not trace what the project runs
+            ctx.findings.append(Finding(TOOL, f"dftracer must be built from source for this project: {install.why()}"
+                                        "; `dftpass install` runs the build", "", 0, 0, Severity.INFO))
 
     files: dict[str, FileResult] = {}
     for relpath, edit_set in sorted(ctx.edit_sets.items()):

@@ -354,6 +354,11 @@ def _expr_children(stmt: ast.stmt) -> Iterator[ast.AST]:
 _COMPREHENSIONS = (ast.ListComp, ast.SetComp, ast.GeneratorExp, ast.DictComp)
 
 
+#: attributes a program reads to ask which GPU runtime it runs on (``torch.version.hip``,
+#: cupy's ``runtime.is_hip``): mentions, wherever they are read (an ``if`` test too)
+_RUNTIME_ATTRIBUTES = frozenset({"hip", "is_hip"})
+
+
 def _walk_expr(node: ast.AST) -> Iterator[tuple[ast.AST, bool]]:
     """Every node of an expression, with whether it runs once per element of a
     comprehension (everything in one but the first ``for``'s iterable)."""
@@ -389,6 +394,7 @@ class _Builder:
         self.bound: set[str] = set()
         self.top_imports: set[str] = set()
         self.exec_includes: list[str] = []
+        self.runtime_mentions: set[str] = set()
 
     # -- imports -------------------------------------------------------------------
     def _resolve_relative(self, level: int, module: str | None) -> str:
@@ -614,6 +620,8 @@ class _FunctionWalker:
                     self.b.bound.add(node.id)
                 elif isinstance(node, ast.arg):
                     self.b.bound.add(node.arg)
+                elif isinstance(node, ast.Attribute) and node.attr in _RUNTIME_ATTRIBUTES:
+                    self.b.runtime_mentions.add(dotted(node) or node.attr)
 
     def _assign(self, stmt: ast.Assign | ast.AnnAssign, path: StmtPath) -> None:
         targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]
@@ -867,6 +875,7 @@ def summarize_tree(tree: ast.Module, relpath: str, module: str, lines: int) -> F
             mentions.add(call.callee)
             mentions.update(a for a in call.args if a)
         mentions.update(a.value for a in fn.assigns if a.value)
+    mentions.update(builder.runtime_mentions)
     import_anchor = _import_anchor(tree)
     script_anchor = _script_anchor(tree, import_anchor)
     return FileSummary(

@@ -11,6 +11,7 @@ from dftpass.plugins.analyses.callgraph import CallGraphAnalysis
 from dftpass.plugins.analyses.compiled import CompiledAnalysis
 from dftpass.plugins.analyses.cost import CostAnalysis
 from dftpass.plugins.analyses.frameworks import FrameworksAnalysis
+from dftpass.plugins.analyses.install import InstallAnalysis
 from dftpass.plugins.analyses.loops import LoopsAnalysis
 from dftpass.plugins.analyses.programs import ProgramsAnalysis
 from dftpass.plugins.analyses.traces import TracesAnalysis
@@ -47,6 +48,7 @@ PASSES = [
     CallGraphAnalysis,
     CompiledAnalysis,
     FrameworksAnalysis,
+    InstallAnalysis,
     LoopsAnalysis,
     ProgramsAnalysis,
     TracesAnalysis,

@@ -9,11 +9,11 @@ rules (``frameworks = ("pytorch",)``) and chooses dftracer's build flags
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 
 import attrs
 
-from dftpass.core import emitter
 from dftpass.core.passes import Pass, PassKind
 
 #: framework -> import prefixes that show it is used
@@ -32,7 +32,9 @@ MARKERS: dict[str, tuple[str, ...]] = {
 }
 _DISTRIBUTED = ("torch.distributed", "horovod", "mpi4py", "deepspeed")
 #: names whose use in the project's own code means it runs HIP (so dftracer needs HIP tracing)
-_HIP_NAMES = ("torch.version.hip", "hip.", "hipify", "pyhip")
+_HIP_NAMES = ("torch.version.hip", "hip.", "hipify", "pyhip", "cupy.cuda.runtime.is_hip")
+#: a HIP runtime call made through ctypes or a binding (``lib.hipMalloc(...)``)
+_HIP_CALL = re.compile(r"^hip[A-Z]\w*$")
 
 
 @attrs.define
@@ -48,16 +50,6 @@ class Detection:
     #: a ROCm installation on this machine
     rocm_path: str | None = None
 
-    def install_flags(self) -> dict[str, str]:
-        flags = {}
-        if self.hip_in_code:
-            flags[emitter.BUILD_FLAG_HIP] = "ON"
-        if "mpi4py" in self.names or "horovod" in self.names:
-            flags[emitter.BUILD_FLAG_MPI] = "ON"
-        if "h5py" in self.names:
-            flags[emitter.BUILD_FLAG_HDF5] = "ON"
-        return flags
-
     def to_dict(self) -> dict:
         return {
             "frameworks": sorted(self.names - {"ml", "distributed", "rocm"}),
@@ -66,7 +58,6 @@ class Detection:
             "cuda": self.cuda,
             "hip_tracing_needed": self.hip_in_code,
             "rocm": {"found": self.rocm_path is not None, "path": self.rocm_path},
-            "install_flags": self.install_flags(),
             "evidence": {k: v[:5] for k, v in sorted(self.evidence.items())},
         }
 
@@ -127,7 +118,7 @@ class FrameworksAnalysis(Pass):
                     seen("distributed", fs.relpath)
                 elif last == "cuda" or text.startswith(("torch.cuda.", "cuda.")):
                     det.cuda = True
-                if text.startswith(_HIP_NAMES):
+                if text.startswith(_HIP_NAMES) or qualified.startswith(_HIP_NAMES) or _HIP_CALL.match(last):
                     det.hip_in_code = True
                     seen("rocm", fs.relpath)
         for rel in ctx.project.hip_sources[:1]:

@@ -32,11 +32,11 @@ class HipEvents(Pass):
     id = "ML-R16"
     title = "HIP events"
     kind = PassKind.RUNTIME
-    requires = ("traces", "frameworks")
+    requires = ("traces", "install")
     tags = ("trace", "rocm")
 
     def run(self, ctx) -> None:
-        if not ctx.analysis("frameworks").hip_in_code:
+        if not ctx.analysis("install").hip:
             return
         summary = ctx.analysis("traces").primary.analysis.summary
         if any(cat.lower() == "hip" for cat, _ in summary.by_key):
