@@ -79,6 +79,8 @@ def dftpass_knowledge() -> dict[str, list[str]]:
     * ``loader_factories``: calls (last component) whose result is a data loader;
     * ``loader_modules``: qualified prefixes of data pipelines whose objects iterate batches;
     * ``transparent_wrappers``: calls that iterate what they wrap (``"tqdm"``);
+    * ``loader_names``: regular expressions of names (last component) that hold a loader
+      when value flow cannot tell (``"(^|_)ds$"``: ``train_ds`` in TensorFlow code);
     * ``compilers``: qualified decorators or calls that compile the function they get, so
       that its Python body does not run per call (``"jax.jit"``, ``"tensorflow.function"``):
       no rule places a region on or in such a function (the caller is timed instead);

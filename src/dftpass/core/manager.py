@@ -146,7 +146,8 @@ def hook_results(pm: pluggy.PluginManager, name: str, **kwargs) -> list[tuple[st
 #: the kinds of library facts plugins may contribute (hookspecs.dftpass_knowledge)
 KNOWLEDGE_KINDS = ("module_bases", "module_base_prefixes", "module_call_methods", "process_launchers",
                    "process_keywords", "loader_factories", "loader_modules", "transparent_wrappers",
-                   "compilers", "gradient_calls", "optimizer_calls", "optimizer_methods", "loop_models")
+                   "compilers", "gradient_calls", "optimizer_calls", "optimizer_methods", "loop_models",
+                   "loader_names")
 
 
 class PluginError(Exception):

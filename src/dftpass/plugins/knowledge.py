@@ -193,6 +193,7 @@ BUILTIN_KNOWLEDGE: dict[str, list[str]] = {
     "optimizer_calls": [],
     "optimizer_methods": ["step"],
     "loop_models": [],
+    "loader_names": [],
 }
 
 

@@ -39,6 +39,9 @@ def with_knowledge(options: LoopOptions, knowledge: dict[str, tuple[str, ...]] |
     """``options`` with the plugins' library lists added (default: dftpass's own knowledge):
     a project's ``loader_factories`` adds to ``DataLoader`` and the others, never replaces them."""
     known = knowledge if knowledge is not None else BUILTIN_KNOWLEDGE
-    return attrs.evolve(options, **{
+    names = [options.loader_name_pattern, *known.get("loader_names", ())]
+    # each alternative keeps its own flags: ``(?i)x`` -> ``(?i:x)``
+    pattern = "|".join(f"(?i:{p[4:]})" if p.startswith("(?i)") else f"(?:{p})" for p in names)
+    return attrs.evolve(options, loader_name_pattern=pattern, **{
         kind: list(dict.fromkeys([*known[kind], *getattr(options, kind)]))
         for kind in ("loader_factories", "loader_modules", "transparent_wrappers")})

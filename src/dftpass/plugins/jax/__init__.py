@@ -24,7 +24,9 @@ KNOWLEDGE = {
                        "equinox.filter_grad", "equinox.filter_value_and_grad"],
     "optimizer_calls": ["optax.apply_updates", ".apply_gradients"],
     "optimizer_methods": ["update"],
-    "transparent_wrappers": ["as_numpy_iterator"],
+    "transparent_wrappers": ["as_numpy_iterator", "prefetch_to_device"],
+    # ``train_iter = create_input_iter(...)`` (flax's examples): an iterator of batches
+    "loader_names": [r"(?i)(^|_)(train|eval|test|val|valid|input)_?iter(ator)?$"],
 }
 
 

@@ -164,7 +164,7 @@ class LightningLoops(Pass):
             ctx.add_edit(fs.relpath, WrapStmt(self.id, call.line, f"{node.split('.')[1]} phase: {call.callee}()",
                                               call.stmt, names.node(node)))
         callback = names.own("lightning_callback")
-        added = False
+        added: list = []  # the statements the callback is appended after
         for trainer in trainers:
             if any(c.callee == f"{trainer}.callbacks.append" and c.args[:1] == (f"{callback}()",) for c in fn.calls):
                 continue  # added already
@@ -173,9 +173,9 @@ class LightningLoops(Pass):
                 continue  # a trainer handed in: its maker adds the callback
             ctx.add_edit(fs.relpath, InsertAfter(self.id, built[0].line, "Lightning's loops, timed by a callback",
                                                  built[0].stmt, f"{trainer}.callbacks.append({callback}())"))
-            added = True
+            added.append(built[0].stmt)
         if added and not any(c.name == callback for c in fs.classes):
-            top = fn.stmt[:1]
+            top = min(added)[:1]  # the top-level statement the trainer is built in
             ctx.add_edit(fs.relpath, InsertBefore(self.id, top_level_line(fs, top), "the callback of ML-R12", top,
                                                   callback_class(names, namespace), take_comments=False,
                                                   separate=True))

@@ -17,6 +17,10 @@ from dftpass.plugins.tensorflow.ml_r13_tensorflow import TensorFlowLoops
 KNOWLEDGE = {
     "gradient_calls": [".gradient"],
     "optimizer_calls": [".apply_gradients"],
+    # tfds.load returns tf.data datasets; ``train_ds, test_ds = get_datasets(config)`` (flax's
+    # and TensorFlow's examples) hands them on in a tuple value flow does not follow
+    "loader_modules": ["tensorflow_datasets."],
+    "loader_names": [r"(?i)(^|_)ds$"],
 }
 
 

@@ -163,6 +163,30 @@ class TensorFlowLoops(Pass):
             "                            callbacks=[keras.callbacks.ModelCheckpoint('m.keras'), _DftKerasCallback()])\n"
             "    with ai.pipeline.evaluate:\n        model.evaluate(test_ds)\n    return history\n",
         ),
+        Case(
+            # a script: the callback class goes before the statement that fits
+            'import keras\nimport numpy as np\n\nmodel = keras.Sequential([keras.layers.Dense(1)])\nmodel.compile(loss="mse")\nmodel.fit(np.zeros((8, 2)), np.zeros((8, 1)), epochs=1)\n',
+            "from dftracer.python import ai\nimport keras\nimport numpy as np\n\n"
+            'model = keras.Sequential([keras.layers.Dense(1)])\nmodel.compile(loss="mse")\n'
+            "class _DftKerasCallback(keras.callbacks.Callback):\n"
+            '    """dftpass: dftracer regions for the loops model.fit runs (epochs, training batches,\n'
+            '    validation)."""\n\n    def __init__(self):\n        super().__init__()\n'
+            "        self._open = {}\n        self._epoch = 0\n        self._step = 0\n\n"
+            "    def _region(self, node, on):\n        if on and id(node) not in self._open:\n"
+            "            self._open[id(node)] = node\n            node.start()\n"
+            "        elif not on and id(node) in self._open:\n            self._open.pop(id(node)).stop()\n\n"
+            "    def on_epoch_begin(self, epoch, logs=None):\n        self._epoch = epoch\n"
+            "        self._region(ai.pipeline.epoch, True)\n        ai.update(epoch=epoch)\n\n"
+            "    def on_train_batch_begin(self, batch, logs=None):\n"
+            "        ai.compute.update(step=self._step, epoch=self._epoch)\n"
+            "        self._region(ai.compute, True)\n\n    def on_train_batch_end(self, batch, logs=None):\n"
+            "        self._region(ai.compute, False)\n        self._step += 1\n\n"
+            "    def on_test_begin(self, logs=None):\n        self._region(ai.pipeline.evaluate, True)\n\n"
+            "    def on_test_end(self, logs=None):\n        self._region(ai.pipeline.evaluate, False)\n\n"
+            "    def on_epoch_end(self, epoch, logs=None):\n        self._region(ai.pipeline.epoch, False)\n\n"
+            "with ai.pipeline.train:\n"
+            "    model.fit(np.zeros((8, 2)), np.zeros((8, 1)), epochs=1, callbacks=[_DftKerasCallback()])\n",
+        ),
     ]
 
     def run(self, ctx) -> None:
@@ -182,7 +206,7 @@ class TensorFlowLoops(Pass):
                     ctx.add_edit(fs.relpath, WrapStmt(self.id, call.line, f"{node.split('.')[1]} phase: "
                                                       f"{call.callee}()", call.stmt, ctx.names(fs.relpath).node(node)))
                 if call.method == "fit" and self._callback(ctx, fs, fn, call):
-                    top = fn.stmt[:1]
+                    top = call.stmt[:1]  # the top-level statement the fit is in (a def, or a script's line)
                     if fs.relpath not in callback_files or top < callback_files[fs.relpath]:
                         callback_files[fs.relpath] = top
         for relpath, top in callback_files.items():
