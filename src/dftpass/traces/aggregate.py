@@ -17,13 +17,13 @@ import numpy as np
 
 from dftpass.traces import names as N
 from dftpass.traces import problems as P
-from dftpass.traces.classes import NONE, classify
+from dftpass.traces.classes import FETCH_WAIT, NONE, category_of, classify, fetch_series
 from dftpass.traces.files import role_of
 from dftpass.traces.reader import TraceMeta, TraceReader
 from dftpass.traces.schema import AGGREGATED, COMPLETE, LEAN, METADATA, LeanEvent
 from dftpass.traces.sketch import NBINS, LogHistogram, bins_of
 from dftpass.traces.spill import SpillWriter
-from dftpass.traces.summary import Cell, FileInfo, Key, ProcessSummary, Stats, Summary
+from dftpass.traces.summary import MAX_INTERVALS, PHASE_CODES, Cell, FileInfo, Key, ProcessSummary, Stats, Summary
 
 #: above this many (keys x buckets) one batch's histogram is counted sparsely
 _DENSE_HIST_LIMIT = 1 << 22
@@ -67,6 +67,12 @@ class _FileAggregator:
         self.ids: dict[str, dict[str, int]] = {}  # cat -> name -> key id (plain dicts: fastest)
         self.capacity = 64
         self.key_class = np.full(self.capacity, NONE, np.int8)
+        self.key_fetch = np.full(self.capacity, NONE, np.int8)
+        self.key_cat = np.full(self.capacity, NONE, np.int8)
+        self.key_phase = np.full(self.capacity, NONE, np.int8)  # a phase or the root: its code
+        self.intervals: list[tuple[int, int, int, int]] = []  # (pid, phase code, start ns, end ns)
+        self.dropped_intervals = 0
+        self.first_fetch = [0, 0, 0]  # waits for an epoch's first batch: count, ns, longest ns
         self.key_moves_bytes = np.zeros(self.capacity, bool)  # POSIX/STDIO read/write: bytes = ret
         self.key_hist = np.zeros((self.capacity, NBINS), np.int64)
         self.key_min = np.full(self.capacity, _NO_MIN, np.int64)
@@ -93,6 +99,9 @@ class _FileAggregator:
         if key_id >= self.capacity:
             self.capacity *= 2
             self.key_class = _grown(self.key_class, self.capacity, NONE)
+            self.key_fetch = _grown(self.key_fetch, self.capacity, NONE)
+            self.key_cat = _grown(self.key_cat, self.capacity, NONE)
+            self.key_phase = _grown(self.key_phase, self.capacity, NONE)
             self.key_moves_bytes = _grown(self.key_moves_bytes, self.capacity)
             self.key_hist = _grown(self.key_hist, self.capacity)
             self.key_min = _grown(self.key_min, self.capacity, _NO_MIN)
@@ -100,6 +109,10 @@ class _FileAggregator:
             for proc in self.procs.values():
                 proc.grow(self.capacity)
         self.key_class[key_id] = classify(cat, name)
+        self.key_fetch[key_id] = fetch_series(cat, name)
+        self.key_cat[key_id] = category_of(cat)
+        phase = N.PHASE_EVENTS.get((cat, name)) or ("root" if (cat, name) == N.ROOT_EVENT else None)
+        self.key_phase[key_id] = PHASE_CODES[phase] if phase else NONE
         self.key_moves_bytes[key_id] = cat in N.SYSCALL_CATS and (name in N.READ_OPS or name in N.WRITE_OPS)
         return key_id
 
@@ -123,6 +136,7 @@ class _FileAggregator:
         ts = np.fromiter((e.ts for e in events), np.int64, n) * scale
         dur = np.fromiter((e.dur for e in events), np.int64, n) * scale
         ret = np.fromiter((e.args.ret for e in events), np.int64, n)
+        place = np.fromiter((e.args.count for e in events), np.int64, n)
         size = np.fromiter((e.args.image_size for e in events), np.float64, n)
         rows = np.arange(n)  # position of each array entry in ``events``
         complete = ph == COMPLETE
@@ -132,7 +146,7 @@ class _FileAggregator:
             rows = np.flatnonzero(complete)
             if not len(rows):
                 return
-            kid, pid, ts, dur, ret, size = (a[rows] for a in (kid, pid, ts, dur, ret, size))
+            kid, pid, ts, dur, ret, size, place = (a[rows] for a in (kid, pid, ts, dur, ret, size, place))
         moved = np.where(self.key_moves_bytes[kid], np.maximum(ret, 0), np.maximum(size, 0).astype(np.int64))
         bins = bins_of(dur)
         self._count_key_hist(kid, bins)
@@ -149,11 +163,26 @@ class _FileAggregator:
             event = events[int(i)]
             if event.args.ppid >= 0:
                 self.procs[event.pid].ppid = event.args.ppid
+        first = (self.key_fetch[kid] == FETCH_WAIT) & (place == 1)
+        if first.any():  # the wait for an epoch's first batch (workers start, caches fill)
+            self.first_fetch[0] += int(first.sum())
+            self.first_fetch[1] += int(dur[first].sum())
+            self.first_fetch[2] = max(self.first_fetch[2], int(dur[first].max()))
+            for i in np.flatnonzero(first):
+                if len(self.intervals) < MAX_INTERVALS:
+                    self.intervals.append((int(pid[i]), PHASE_CODES["first_fetch"], int(ts[i]), int(ts[i] + dur[i])))
+        phase = self.key_phase[kid]
+        for i in np.flatnonzero(phase != NONE):
+            if len(self.intervals) < MAX_INTERVALS:
+                self.intervals.append((int(pid[i]), int(phase[i]), int(ts[i]), int(ts[i] + dur[i])))
+            else:
+                self.dropped_intervals += 1
         if self.spill is not None:
-            cls = self.key_class[kid]
-            keep = cls != NONE
+            cats = self.key_cat[kid]
+            keep = cats != NONE  # every complete event but dftracer's own records
             if keep.any():
-                self.spill.write(pid[keep], ts[keep], dur[keep], cls[keep])
+                self.spill.write(pid[keep], ts[keep], dur[keep], self.key_class[kid][keep], self.key_fetch[kid][keep],
+                                 cats[keep])
 
     def _count_key_hist(self, kid: np.ndarray, bins: np.ndarray) -> None:
         width = (int(kid.max()) + 1) * NBINS
@@ -219,6 +248,12 @@ class _FileAggregator:
                           LogHistogram.from_dense(proc.hist, proc.min_dur, proc.max_dur))
             summary.processes[(path, pid)] = ProcessSummary(
                 path, pid, host, role, proc.ppid, proc.first, proc.last, total, by_key)
+        hosts = {pid: proc.hostname or self.meta.host for pid, proc in self.procs.items()}
+        summary.first_fetch = tuple(self.first_fetch)
+        summary.intervals = [(hosts.get(pid), pid, code, start, end) for pid, code, start, end in self.intervals]
+        if self.dropped_intervals:
+            summary.problems.append(P.Problem(path, P.TOO_MANY_PHASES, f"more than {MAX_INTERVALS} phase events: "
+                                              "the phases of the rest are not told apart", self.dropped_intervals))
         phases = {ph: int(c) for ph, c in enumerate(self.phases) if c}
         summary.files[path] = FileInfo(path, role, self.meta.time_metric.name, reader.lines, phases,
                                        reader.malformed, sorted(set(self.meta.hosts.values())))

@@ -24,7 +24,8 @@ from typing import Callable, Iterable, Iterator, TypeVar
 import numpy as np
 
 from dftpass.traces.aggregate import summarize_file
-from dftpass.traces.busy import BusyAccumulator, ClassBusy
+from dftpass.traces.busy import BusyAccumulator, ClassBusy, add_series
+from dftpass.traces.cache import TraceCache, file_key, set_key
 from dftpass.traces.files import trace_files
 from dftpass.traces.overlap import Overlap, default_width_ns, judge
 from dftpass.traces.spill import SpillWriter, read_spill
@@ -48,26 +49,51 @@ def summarize(paths: Iterable[str | Path], jobs: int = 1) -> Summary:
 
 
 def analyze(paths: Iterable[str | Path], jobs: int = 1, width_s: float | None = None,
-            overlap: bool = True) -> Analysis:
+            overlap: bool = True, cache: TraceCache | None = None) -> Analysis:
     """Summary and (unless ``overlap=False``) overlap of the trace files in ``paths``.
-    ``width_s`` overrides the bucket width of the overlap (default: 2 x p99 duration)."""
+    ``width_s`` overrides the bucket width of the overlap (default: the shorter class's
+    median event). With a ``cache`` (:mod:`~dftpass.traces.cache`), files read before and
+    unchanged since are not read again, nor is pass 2 redone for the same files and width."""
     found: list = []  # problems of the search: links to nowhere, FIFOs, folders that cannot be listed
     files = sorted(trace_files(paths, found), key=_size, reverse=True)  # biggest first: even load
+    keys = {str(f): file_key(f) for f in files} if cache is not None else {}
     with tempfile.TemporaryDirectory(prefix="dftpass-spill-") as tmp:
-        tasks = [(str(f), os.path.join(tmp, f"{i}.spill") if overlap else None) for i, f in enumerate(files)]
         summary = Summary(problems=found)
         spills: dict[str, str] = {}
+        tasks = []
+        for i, f in enumerate(files):
+            key = keys.get(str(f))
+            hit = cache.load_file(key, overlap) if key and cache is not None else None
+            if hit is not None:
+                part, spill = hit
+                summary.merge(part)
+                if spill:
+                    spills[str(f)] = spill
+                continue
+            target = (cache.new_spill(key) if key and cache is not None else None) or os.path.join(tmp, f"{i}.spill")
+            tasks.append((str(f), target if overlap else None))
         for path, spill, part in _map(_pass1, tasks, jobs):
+            key = keys.get(path)
+            if key and cache is not None:
+                spill = cache.store_file(key, part, spill)
             summary.merge(part)
             if spill:
                 spills[path] = spill
         if not overlap:
             return Analysis(summary, None)
         width = round(width_s * 1e9) if width_s else default_width_ns(summary)
+        busy_key = set_key([k or "" for k in keys.values()], width) if cache is not None and all(keys.values()) \
+            else None
+        cached = cache.load_busy(busy_key) if busy_key else None
+        if cached is not None:
+            return Analysis(summary, judge(summary, cached))
         busy = ClassBusy(width)
-        groups = [(group, width) for group in _groups(summary, spills)]
+        workers = {(p.host, p.pid) for p in summary.workers()}
+        groups = [(group, width, workers) for group in _groups(summary, spills)]
         for part in _map(_pass2, groups, jobs):
             busy.merge(part)
+        if busy_key:
+            cache.store_busy(busy_key, busy)
         return Analysis(summary, judge(summary, busy))
 
 
@@ -78,25 +104,30 @@ def _pass1(task: tuple[str, str | None]) -> tuple[str, str | None, Summary]:
     spill = SpillWriter(spill_path)
     try:
         summary = summarize_file(path, spill)
-    finally:
+    except BaseException:
         spill.close()
+        os.unlink(spill_path)
+        raise
+    spill.close()
     if not spill.rows:
         os.unlink(spill_path)
         return path, None, summary
     return path, spill_path, summary
 
 
-#: one pass-2 task: spill files with, per file, pid -> process index
-Group = list[tuple[str, dict[int, int]]]
+#: one pass-2 task: spill files with, per file, pid -> process index and pid -> host
+Group = list[tuple[str, dict[int, int], dict[int, str | None]]]
 
 
 def _groups(summary: Summary, spills: dict[str, str]) -> list[Group]:
     """Spill files grouped so that every process, (host, pid), is in exactly one group."""
     index: dict[tuple[str | None, int], int] = {}
     pid_maps: dict[str, dict[int, int]] = {path: {} for path in spills}
+    hosts: dict[str, dict[int, str | None]] = {path: {} for path in spills}
     for (path, pid), proc in summary.processes.items():
         if path in spills:
             pid_maps[path][pid] = index.setdefault((proc.host, pid), len(index))
+            hosts[path][pid] = proc.host
     parent = list(range(len(index)))
 
     def root(i: int) -> int:
@@ -112,19 +143,21 @@ def _groups(summary: Summary, spills: dict[str, str]) -> list[Group]:
     groups: dict[int, Group] = {}
     for path, procs in pid_maps.items():
         if procs:
-            groups.setdefault(root(next(iter(procs.values()))), []).append((spills[path], procs))
+            groups.setdefault(root(next(iter(procs.values()))), []).append((spills[path], procs, hosts[path]))
     return list(groups.values())
 
 
-def _pass2(task: tuple[Group, int]) -> ClassBusy:
-    group, width = task
+def _pass2(task: tuple[Group, int, set]) -> ClassBusy:
+    group, width, workers = task
     acc = BusyAccumulator(width)
-    for spill_path, pid_map in group:
+    for spill_path, pid_map, host in group:
         pids = np.array(sorted(pid_map), np.int64)
         procs = np.array([pid_map[p] for p in sorted(pid_map)], np.int64)
+        is_worker = np.array([(host.get(p), p) in workers for p in sorted(pid_map)], bool)
         for block in read_spill(spill_path):
-            acc.add(procs[np.searchsorted(pids, block["pid"])], block["ts"], block["dur"],
-                    block["cls"].astype(np.int64))
+            at = np.searchsorted(pids, block["pid"])
+            add_series(acc, procs[at], block["ts"], block["dur"], block["cls"].astype(np.int64),
+                       block["fetch"].astype(np.int64), block["cat"].astype(np.int64), is_worker[at])
     return acc.result()
 
 

@@ -23,7 +23,7 @@ from typing import Iterable
 
 import numpy as np
 
-from dftpass.traces.classes import ClassEvent
+from dftpass.traces.classes import CATEGORY_SERIES, LOADING, LOADING_IN_MAIN, LOADING_IN_WORKERS, ClassEvent
 
 Sparse = tuple[np.ndarray, np.ndarray]  # (sorted bucket indices, values)
 _EMPTY: Sparse = (np.zeros(0, np.int64), np.zeros(0, np.int64))
@@ -33,23 +33,35 @@ _COMPACT_AT = 1 << 20
 
 @dataclass
 class ClassBusy:
-    """Per class (COMPUTE, LOADING): buckets and the max-over-processes busy ns in each."""
+    """Per series (the classes COMPUTE and LOADING, the fetch series, the categories):
+    buckets and the max-over-processes busy ns in each (``by_class``), and the sum over
+    processes (``totals``: a category's time added up over processes, nested events once)."""
 
     width_ns: int
     by_class: dict[int, Sparse] = field(default_factory=dict)
+    totals: dict[int, Sparse] = field(default_factory=dict)
 
     def get(self, cls: int) -> Sparse:
         return self.by_class.get(cls, _EMPTY)
+
+    def total(self, series: int) -> Sparse:
+        return self.totals.get(series, _EMPTY)
 
     def merge(self, other: ClassBusy) -> ClassBusy:
         assert other.width_ns == self.width_ns, "merging busy times of different bucket widths"
         for cls, part in other.by_class.items():
             self.by_class[cls] = _fold([self.get(cls), part], np.maximum)
+        for series, part in other.totals.items():
+            self.totals[series] = _fold([self.total(series), part], np.add)
         return self
 
 
+#: series per process in one group key (series ids stay below this)
+_SERIES = 64
+
+
 class BusyAccumulator:
-    """Takes blocks of class events (process index, ts ns, dur ns, class) and yields a
+    """Takes blocks of events (process index, ts ns, dur ns, series) and yields a
     :class:`ClassBusy` for the processes it saw."""
 
     def __init__(self, width_ns: int) -> None:
@@ -58,13 +70,21 @@ class BusyAccumulator:
         self._pending: dict[tuple[int, int], int] = {}
 
     def add(self, proc: np.ndarray, ts: np.ndarray, dur: np.ndarray, cls: np.ndarray) -> None:
+        keep = cls >= 0
+        if not keep.all():
+            proc, ts, dur, cls = proc[keep], ts[keep], dur[keep], cls[keep]
+        if not len(cls):
+            return
         end = ts + np.maximum(dur, 0)
-        group = proc.astype(np.int64) * 2 + cls
-        for g in np.unique(group):
-            rows = np.flatnonzero(group == g)
-            start, stop = _union(ts[rows], end[rows])
+        group = proc.astype(np.int64) * _SERIES + cls
+        order = np.argsort(group, kind="stable")
+        group, ts, end = group[order], ts[order], end[order]
+        bounds = np.flatnonzero(np.r_[True, group[1:] != group[:-1], True])
+        for first, last in zip(bounds[:-1], bounds[1:]):
+            g = int(group[first])
+            start, stop = _union(ts[first:last], end[first:last])
             part = _pieces(start, stop, self.width)
-            key = (int(g) // 2, int(g) % 2)
+            key = (g // _SERIES, g % _SERIES)
             self._parts.setdefault(key, []).append(part)
             self._pending[key] = self._pending.get(key, 0) + len(part[0])
             if self._pending[key] > _COMPACT_AT:
@@ -76,24 +96,48 @@ class BusyAccumulator:
         for (_, cls), parts in self._parts.items():
             buckets, total = _fold(parts, np.add)
             per_class.setdefault(cls, []).append((buckets, np.minimum(total, self.width)))
-        return ClassBusy(self.width, {cls: _fold(parts, np.maximum) for cls, parts in per_class.items()})
+        return ClassBusy(self.width, {cls: _fold(parts, np.maximum) for cls, parts in per_class.items()},
+                         {cls: _fold(parts, np.add) for cls, parts in per_class.items()})
 
 
-def busy_of_events(events: Iterable[ClassEvent], width_s: float, block: int = 1 << 16) -> ClassBusy:
+def busy_of_events(events: Iterable[ClassEvent], width_s: float, block: int = 1 << 16,
+                   workers: set[tuple[str | None, int]] | None = None) -> ClassBusy:
     """:class:`ClassBusy` of a stream of :class:`~dftpass.traces.classes.ClassEvent`,
-    processes told apart by (host, pid)."""
+    processes told apart by (host, pid); ``workers``: the (host, pid) of worker processes."""
     acc = BusyAccumulator(round(width_s * 1e9))
     procs: dict[tuple[str | None, int], int] = {}
-    rows: list[tuple[int, int, int, int]] = []
+    rows: list[tuple[int, ...]] = []
+    workers = workers or set()
+
+    def flush() -> None:
+        table = np.array(rows, np.int64).T
+        add_series(acc, *table[:6], table[6].astype(bool))
+
     for ev in events:
         proc = procs.setdefault((ev.host, ev.pid), len(procs))
-        rows.append((proc, ev.ts * ev.metric.ns, ev.dur * ev.metric.ns, ev.cls))
+        rows.append((proc, ev.ts * ev.metric.ns, ev.dur * ev.metric.ns, ev.cls, ev.fetch, ev.category,
+                     (ev.host, ev.pid) in workers))
         if len(rows) >= block:
-            acc.add(*np.array(rows, np.int64).T)
+            flush()
             rows = []
     if rows:
-        acc.add(*np.array(rows, np.int64).T)
+        flush()
     return acc.result()
+
+
+def add_series(acc: BusyAccumulator, proc: np.ndarray, ts: np.ndarray, dur: np.ndarray, cls: np.ndarray,
+               fetch: np.ndarray, cat: np.ndarray, worker: np.ndarray | None = None) -> None:
+    """One block of timeline rows into ``acc``: each row in its overlap class (if any), its
+    fetch series (if any) and its category's series; a loading row also by where it ran
+    (``worker``: per row, whether its process is a worker; None: none is)."""
+    acc.add(proc, ts, dur, cls)
+    acc.add(proc, ts, dur, fetch)
+    acc.add(proc, ts, dur, np.where(cat >= 0, cat + CATEGORY_SERIES, -1))
+    loading = cls == LOADING
+    if loading.any():
+        where = np.where(worker, LOADING_IN_WORKERS, LOADING_IN_MAIN) if worker is not None else \
+            np.full(len(cls), LOADING_IN_MAIN)
+        acc.add(proc, ts, dur, np.where(loading, where, -1))
 
 
 def _union(start: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -18,6 +18,12 @@ Class B, data loading, in any process (DataLoader workers included):
 
 Everything else (pipeline, checkpoint, comm, device, other, writes, metadata calls) is in
 neither class.
+
+Beside the two classes, the timeline carries *series* the analysis measures the same way
+(per bucket, the union of a process's intervals): the loop's wait for a batch
+(``fetch.iter``, :data:`FETCH_WAIT`) and its body (``fetch.block``, :data:`FETCH_BODY`), and
+one series per category (:func:`category_of`), so that a category's time counts nested
+events once (an ``epoch`` around a ``train`` around an ``evaluate`` is not three times).
 """
 
 from __future__ import annotations
@@ -32,6 +38,41 @@ from dftpass.traces.schema import COMPLETE
 from dftpass.traces.timeunit import TimeMetric
 
 NONE, COMPUTE, LOADING = -1, 0, 1
+#: the batch loop's wait for the next batch, and its body
+FETCH_WAIT, FETCH_BODY = 2, 3
+#: series of the categories: CATEGORY_SERIES + the index of the cat in CATEGORY_NAMES
+CATEGORY_SERIES = 4
+#: data loading split by where it runs: in the processes that train, in worker processes
+LOADING_IN_MAIN, LOADING_IN_WORKERS = 40, 41
+#: dftracer's own categories, then POSIX/STDIO calls, then everything else (generic regions'
+#: module names, dynamo, PP, ...)
+SYSCALL_CATEGORY = "POSIX/STDIO"
+OTHER_CATEGORY = "other cats"
+CATEGORY_NAMES = (*N.CATEGORIES, SYSCALL_CATEGORY, OTHER_CATEGORY)
+_CATEGORY_INDEX = {cat: i for i, cat in enumerate(N.CATEGORIES)}
+#: the series of dftracer's own records (start, end): in no category
+NO_CATEGORY = -1
+
+
+def category_of(cat: str) -> int:
+    """The index of ``cat``'s category series in :data:`CATEGORY_NAMES`."""
+    if cat in _CATEGORY_INDEX:
+        return _CATEGORY_INDEX[cat]
+    if cat in N.SYSCALL_CATS:
+        return len(N.CATEGORIES)
+    if cat == N.META_CAT:
+        return NO_CATEGORY
+    return len(N.CATEGORIES) + 1
+
+
+def fetch_series(cat: str, name: str) -> int:
+    """FETCH_WAIT for the loop's wait (``fetch.iter``), FETCH_BODY for its body, else NONE."""
+    if cat == N.DATALOADER_CAT:
+        if name == N.FETCH_ITER:
+            return FETCH_WAIT
+        if name == N.FETCH_BLOCK:
+            return FETCH_BODY
+    return NONE
 
 
 def classify(cat: str, name: str) -> int:
@@ -59,6 +100,8 @@ class ClassEvent(NamedTuple):
     cls: int
     host: str | None
     metric: TimeMetric
+    fetch: int = NONE
+    category: int = NONE
 
     @property
     def ts_s(self) -> float:
@@ -70,8 +113,9 @@ class ClassEvent(NamedTuple):
 
 
 def class_events(paths: Iterable[str], problems: list[Problem] | None = None) -> Iterator[ClassEvent]:
-    """Stream the complete events of both classes from trace files (directories searched);
-    each file's problems are added to ``problems`` when it is done."""
+    """Stream the complete events of the timeline from trace files (directories searched):
+    each with its overlap class (NONE for neither), fetch series and category; each file's
+    problems are added to ``problems`` when it is done."""
     for path in trace_files(paths):
         reader = TraceReader(path)
         yield from _of_file(reader)
@@ -83,7 +127,8 @@ def _of_file(reader: TraceReader) -> Iterator[ClassEvent]:
     for event in reader.events():
         if event.ph != COMPLETE:
             continue
-        cls = classify(event.cat, event.name)
-        if cls != NONE:
-            yield ClassEvent(event.pid, event.cat, event.name, event.ts, event.dur, cls,
-                             reader.meta.host_of(event), reader.meta.time_metric)
+        cat = category_of(event.cat)
+        if cat != NO_CATEGORY:
+            yield ClassEvent(event.pid, event.cat, event.name, event.ts, event.dur, classify(event.cat, event.name),
+                             reader.meta.host_of(event), reader.meta.time_metric, fetch_series(event.cat, event.name),
+                             cat)

@@ -32,6 +32,18 @@ READ_OPS = frozenset(E.TRACE_READ_OPS)
 WRITE_OPS = frozenset(E.TRACE_WRITE_OPS)
 METADATA_OPS = frozenset(E.TRACE_METADATA_OPS)
 
+#: the phase events (cat, name -> phase) and the root's
+PIPELINE_CAT = E.NODES["pipeline.train"][0]
+PHASE_EVENTS: dict[tuple[str, str], str] = {E.NODES[f"pipeline.{p}"]: p for p in ("train", "evaluate", "test")}
+ROOT_EVENT = E.NODES[""]
+#: the categories whose time is reported on its own (nested events of one category count once)
+CHECKPOINT_CAT = E.NODES["checkpoint.capture"][0]
+CATEGORIES = tuple(dict.fromkeys(cat for cat, _ in E.NODES.values()))
+#: the data events that are preprocessing (transforms, collate), not reads
+PREPROCESS_EVENTS = frozenset({E.NODES["data.preprocess"], *E.DERIVED.values()})
+#: the data events that are reads of samples (``data.io.read``)
+SAMPLE_READ_EVENTS = frozenset({pair for node, pair in E.NODES.items() if node.startswith("data.io.")})
+
 #: application-level I/O regions (``ai.data.io.read`` ...): (cat, name) -> "read"/"write"/"open"/"close"
 APP_IO_OPS: dict[tuple[str, str], str] = {
     pair: node.rsplit(".", 1)[1] for node, pair in E.NODES.items() if ".io." in node

@@ -22,10 +22,12 @@ from dataclasses import dataclass
 import numpy as np
 
 from dftpass.traces import names as N
-from dftpass.traces.busy import ClassBusy
-from dftpass.traces.classes import COMPUTE, LOADING, NONE, classify
+from dftpass.traces.busy import ClassBusy, Sparse
+from dftpass.traces.classes import (CATEGORY_NAMES, CATEGORY_SERIES, COMPUTE, FETCH_BODY, FETCH_WAIT, LOADING,
+                                    LOADING_IN_MAIN, LOADING_IN_WORKERS, NONE, classify)
+from dftpass.traces.phases import LABELS, PhaseTimeline
 from dftpass.traces.sketch import LogHistogram
-from dftpass.traces.summary import Summary
+from dftpass.traces.summary import PHASE_CODES, Summary
 
 NO_OVERLAP_BELOW = 0.1
 TARGET = 0.5
@@ -38,6 +40,42 @@ NO_OVERLAP, BELOW_TARGET, TARGET_MET, CANNOT_JUDGE = "no overlap", "below target
 #: compute-bound: loading is short next to compute, so its share of compute stays low, but most
 #: of it runs while the model computes
 LOADING_HIDDEN = "loading hidden"
+#: loading and compute in one process, one after the other: nothing can overlap
+SERIAL = "no overlap"
+#: the loop waits for data this share of its time or more: a data stall, whatever the overlap
+STALL_SHARE = 0.2
+
+
+@dataclass(frozen=True)
+class PhaseOverlap:
+    """One phase's figures (seconds) and its own verdict: each measured on the buckets whose
+    middle falls in the phase."""
+
+    phase: str
+    verdict: str
+    reason: str
+    span_s: float                    # time the phase's regions cover
+    compute_s: float
+    loading_s: float                 # data loading, any process (busiest one per bucket)
+    loading_main_s: float            # ... in the training process(es)
+    loading_workers_s: float         # ... in worker processes (added up over them)
+    overlap_s: float
+    fetch_wait_s: float              # the batch loop waiting for a batch
+    fetch_block_s: float             # the batch loop's body
+    categories: dict[str, float]     # category -> time, nested events once, added over processes
+    overlap_fraction: float | None = None
+    first_fetch_s: float = 0.0       # the waits for a loop's first batch (workers starting, caches filling)
+    first_fetches: int = 0
+
+    @property
+    def fetch_stall_share(self) -> float | None:
+        loop = self.fetch_wait_s + self.fetch_block_s
+        return self.fetch_wait_s / loop if loop else None
+
+    def to_dict(self) -> dict:
+        out = {k: getattr(self, k) for k in self.__dataclass_fields__}
+        out["fetch_stall_share"] = self.fetch_stall_share
+        return out
 
 
 @dataclass(frozen=True)
@@ -56,6 +94,14 @@ class Overlap:
     fetch_iter_s: float              # the loop waiting for batches
     fetch_block_s: float             # the loop body
     loading_workers: int             # worker processes with loading events
+    #: per phase (train, evaluate, test, outside), when the trace has phase regions
+    phases: dict = None  # type: ignore[assignment]
+    #: the phase the run's verdict is about: train when there is one
+    primary_phase: str | None = None
+    #: category -> time over the whole run, nested events once, added over processes
+    categories: dict = None  # type: ignore[assignment]
+    #: the whole run's figures as one phase ("all"), for runs without phase regions
+    whole: PhaseOverlap | None = None
 
     @property
     def fetch_stall_share(self) -> float | None:
@@ -87,6 +133,94 @@ def default_width_ns(summary: Summary) -> int:
     return max(MIN_WIDTH_NS, round(min(medians)), -(-total_ns // PIECE_BUDGET))
 
 
+def _in(series: Sparse, labels_of, phase: int | None) -> tuple[np.ndarray, np.ndarray]:
+    """The buckets of ``series`` in one phase (all of them for None)."""
+    buckets, values = series
+    if phase is None or not len(buckets):
+        return buckets, values
+    keep = labels_of(buckets) == phase
+    return buckets[keep], values[keep]
+
+
+def _figures(busy: ClassBusy, labels_of, phase: int | None) -> dict:
+    width = busy.width_ns
+    a_idx, a = _in(busy.get(COMPUTE), labels_of, phase)
+    b_idx, b = _in(busy.get(LOADING), labels_of, phase)
+    _, ia, ib = np.intersect1d(a_idx, b_idx, assume_unique=True, return_indices=True)
+
+    def seconds(series: Sparse) -> float:
+        return float(_in(series, labels_of, phase)[1].sum()) / 1e9
+
+    return dict(compute_s=float(a.sum()) / 1e9, loading_s=float(b.sum()) / 1e9,
+                overlap_s=float(np.maximum(a[ia] + b[ib] - width, 0).sum()) / 1e9,
+                loading_main_s=seconds(busy.total(LOADING_IN_MAIN)),
+                loading_workers_s=seconds(busy.total(LOADING_IN_WORKERS)),
+                fetch_wait_s=seconds(busy.get(FETCH_WAIT)), fetch_block_s=seconds(busy.get(FETCH_BODY)),
+                categories={name: round(seconds(busy.total(CATEGORY_SERIES + i)), 9)
+                            for i, name in enumerate(CATEGORY_NAMES) if len(busy.total(CATEGORY_SERIES + i)[0])})
+
+
+def _phase_verdict(f: dict, workers: int) -> tuple[str, str, float | None]:
+    """(verdict, reason, overlap fraction) of one phase's figures."""
+    wait, block = f["fetch_wait_s"], f["fetch_block_s"]
+    stall = wait / (wait + block) if wait + block else None
+    stall_text = f"; the batch loop waits for data {stall:.1%} of its time" if stall is not None else ""
+    compute, loading = f["compute_s"], f["loading_s"]
+    if not compute and not wait:
+        return CANNOT_JUDGE, "no compute events and no batch loop in this phase", None
+    if not compute:
+        if stall is not None and stall >= STALL_SHARE:
+            return NO_OVERLAP, f"no compute events{stall_text}", None
+        return CANNOT_JUDGE, f"no compute events (cat {N.COMPUTE_CAT}) in this phase{stall_text}", None
+    fraction = f["overlap_s"] / compute
+    if not f["loading_workers_s"]:
+        if f["loading_main_s"]:
+            return SERIAL, ("no worker process loads: batches are loaded in the training process itself, one "
+                            f"after the other with compute{stall_text}"), 0.0
+        return CANNOT_JUDGE, (f"no worker process left loading events{stall_text}" if workers == 0 else
+                              f"no loading events in this phase{stall_text}"), None
+    if stall is not None and stall >= STALL_SHARE and fraction >= NO_OVERLAP_BELOW:
+        return BELOW_TARGET, (f"loading overlaps {fraction:.1%} of compute, but the workers do not keep up"
+                              f"{stall_text}"), fraction
+    loading_share = f["overlap_s"] / loading if loading else 0.0
+    if fraction < TARGET and loading_share >= TARGET:
+        return LOADING_HIDDEN, (f"{loading_share:.1%} of the loading runs while compute runs (loading takes "
+                                f"{loading / compute:.1%} of compute's time){stall_text}"), fraction
+    if fraction < NO_OVERLAP_BELOW:
+        return NO_OVERLAP, f"loading overlaps {fraction:.1%} of compute (< {NO_OVERLAP_BELOW:.0%}){stall_text}", fraction
+    if fraction >= TARGET:
+        return TARGET_MET, f"loading overlaps {fraction:.1%} of compute (>= {TARGET:.0%}){stall_text}", fraction
+    return BELOW_TARGET, f"loading overlaps {fraction:.1%} of compute (target {TARGET:.0%}){stall_text}", fraction
+
+
+def phases_of(summary: Summary, busy: ClassBusy, workers: int) -> tuple[dict[str, PhaseOverlap], str | None]:
+    """Every phase's figures and verdict, and the phase the run's verdict is about (train
+    when there is one; else the phase with the most compute)."""
+    timeline = PhaseTimeline.of(summary)
+    if not timeline.has_phases:
+        return {}, None
+
+    def labels_of(buckets: np.ndarray) -> np.ndarray:
+        return timeline.label_buckets(buckets, busy.width_ns)
+
+    firsts = [(start, end) for _, _, code, start, end in summary.intervals if code == PHASE_CODES["first_fetch"]]
+    first_labels = timeline.label(np.array([(s + e) // 2 for s, e in firsts], np.int64)) if firsts else np.zeros(0)
+    out: dict[str, PhaseOverlap] = {}
+    for code, name in enumerate(LABELS):
+        f = _figures(busy, labels_of, code)
+        mine = [e - s for (s, e), label in zip(firsts, first_labels) if label == code]
+        f.update(first_fetch_s=sum(mine) / 1e9, first_fetches=len(mine))
+        if not (f["compute_s"] or f["loading_s"] or f["fetch_wait_s"] or f["fetch_block_s"] or
+                timeline.spans.get(name)):
+            continue
+        verdict, reason, fraction = _phase_verdict(f, workers)
+        out[name] = PhaseOverlap(name, verdict, reason, timeline.spans.get(name, 0) / 1e9, **f,
+                                 overlap_fraction=fraction)
+    primary = "train" if "train" in out else max(
+        (p for p in out if p != "outside"), key=lambda p: out[p].compute_s + out[p].fetch_wait_s, default=None)
+    return out, primary
+
+
 def judge(summary: Summary, busy: ClassBusy) -> Overlap:
     """The overlap report from a run's summary and the busy times of its classes."""
     width = busy.width_ns
@@ -97,19 +231,26 @@ def judge(summary: Summary, busy: ClassBusy) -> Overlap:
     iter_stats, block_stats = (summary.by_key.get((N.DATALOADER_CAT, name)) for name in (N.FETCH_ITER, N.FETCH_BLOCK))
     # a process split over several files (compacted chunks) is one worker: count (host, pid)
     workers = {(p.host, p.pid) for p in summary.workers() if any(classify(*key) == LOADING for key in p.by_key)}
+    phases, primary = phases_of(summary, busy, len(workers))
+    whole = _figures(busy, None, None)
+    verdict, reason, fraction = _phase_verdict(whole, len(workers))
+    whole.update(first_fetch_s=summary.first_fetch[1] / 1e9, first_fetches=summary.first_fetch[0])
+    whole_phase = PhaseOverlap("all", verdict, reason, summary.span_s, **whole, overlap_fraction=fraction)
     common = dict(compute_s=compute_ns / 1e9, loading_s=loading_ns / 1e9, overlap_s=overlap_ns / 1e9,
                   bucket_width_s=width / 1e9,
                   fetch_iter_s=iter_stats.total_s if iter_stats else 0.0,
                   fetch_block_s=block_stats.total_s if block_stats else 0.0,
-                  loading_workers=len(workers))
+                  loading_workers=len(workers), phases=phases, primary_phase=primary,
+                  categories=whole["categories"], whole=whole_phase)
     if not compute_ns:
         return Overlap(CANNOT_JUDGE, f"no compute events (cat {N.COMPUTE_CAT}) with a timeline in the trace",
                        None, None, None, **common)
     if not workers:
-        return Overlap(CANNOT_JUDGE, "no worker process left loading events: DataLoader workers under the "
-                       "spawn/forkserver start method write no trace unless they call initialize_log "
-                       "(worker_init_fn), and num_workers=0 loads in the training process itself",
-                       None, None, None, **common)
+        # the same judgement as a phase's: loading seen in the training process is serial with
+        # compute ("no overlap"); no loading anywhere cannot be judged (the diagnosis says why)
+        if whole_phase.verdict == SERIAL:
+            return Overlap(SERIAL, whole_phase.reason, 0.0, 1.0, 0.0, **common)
+        return Overlap(CANNOT_JUDGE, whole_phase.reason, None, None, None, **common)
     fraction = overlap_ns / compute_ns
     assert 0.0 <= fraction <= 1.0, f"overlap fraction {fraction} outside [0, 1]: a bug in the bucket method"
     loading_share = overlap_ns / loading_ns

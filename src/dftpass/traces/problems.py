@@ -18,6 +18,7 @@ MALFORMED = "malformed"      # lines that are not a JSON event
 LATE_METRIC = "late-time-metric"  # a time_metric line came after events already read
 AGGREGATED = "aggregated"    # ph 3 records: counted, but they carry no timeline for the overlap
 LONG_LINE = "long-line"      # a line longer than any event: skipped, in bounded memory
+TOO_MANY_PHASES = "too-many-phases"  # phase events beyond what a summary keeps: their phases are not told apart
 
 
 @dataclass(frozen=True)

@@ -30,6 +30,8 @@ class Args(msgspec.Struct, frozen=True, gc=False):
     ret: int = -1
     image_size: float = -1.0
     ppid: int = -1
+    # an ``.iter`` event's 1-based place in its loop (1: the first batch of an epoch)
+    count: int = -1
     # metadata lines (ph 4): name -> value
     name: Any = None
     value: Any = None

@@ -1,10 +1,10 @@
 """The timeline of class events of one file, kept on disk between the two overlap passes.
 
-The overlap needs a bucket width that depends on all files (2 x p99 duration), and the
-per-bucket sums need the width. Reading the JSON twice would double the cost of analysis;
-instead the first pass writes ``(pid, ts, dur, class)`` of each class event (25 bytes, ns)
-to a spill file and the second pass reads those back in blocks. Memory stays bounded on
-both sides; disk use is 25 bytes per class event.
+The overlap needs a bucket width that depends on all files, and the per-bucket sums need
+the width. Reading the JSON twice would double the cost of analysis; instead the first pass
+writes ``(pid, ts, dur, class, fetch series, category)`` of each complete event (27 bytes,
+ns) to a spill file and the second pass reads those back in blocks. Memory stays bounded on
+both sides; disk use is 27 bytes per event.
 """
 
 from __future__ import annotations
@@ -14,7 +14,9 @@ from typing import Iterator
 
 import numpy as np
 
-SPILL_DTYPE = np.dtype([("pid", "<i8"), ("ts", "<i8"), ("dur", "<i8"), ("cls", "i1")])
+#: one complete event: its process, time (ns), overlap class, fetch series and category
+SPILL_DTYPE = np.dtype([("pid", "<i8"), ("ts", "<i8"), ("dur", "<i8"), ("cls", "i1"), ("fetch", "i1"),
+                        ("cat", "i1")])
 FLUSH_ROWS = 1 << 16
 READ_ROWS = 1 << 18
 
@@ -29,9 +31,12 @@ class SpillWriter:
         self._pending_rows = 0
         self._fh = open(self.path, "wb")
 
-    def write(self, pid: np.ndarray, ts: np.ndarray, dur: np.ndarray, cls: np.ndarray) -> None:
+    def write(self, pid: np.ndarray, ts: np.ndarray, dur: np.ndarray, cls: np.ndarray,
+              fetch: np.ndarray | None = None, cat: np.ndarray | None = None) -> None:
         block = np.empty(len(pid), SPILL_DTYPE)
         block["pid"], block["ts"], block["dur"], block["cls"] = pid, ts, dur, cls
+        block["fetch"] = -1 if fetch is None else fetch
+        block["cat"] = -1 if cat is None else cat
         self._pending.append(block)
         self._pending_rows += len(block)
         self.rows += len(block)

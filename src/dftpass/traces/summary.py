@@ -21,6 +21,13 @@ from dftpass.traces.sketch import LogHistogram
 
 Key = tuple[str, str]        # (cat, name)
 ProcessId = tuple[str, int]  # (file, pid)
+#: the phases (and the root region) whose intervals a summary keeps
+PHASES = ("train", "evaluate", "test")
+#: (and the waits for a loop's first batch, code 4, to tell them apart per phase)
+PHASE_CODES = {"train": 0, "evaluate": 1, "test": 2, "root": 3, "first_fetch": 4}
+PHASE_OF_CODE = {code: name for name, code in PHASE_CODES.items()}
+#: intervals kept per file (a phase per batch would be a misplaced region)
+MAX_INTERVALS = 200_000
 
 
 @dataclass
@@ -185,6 +192,10 @@ class Summary:
     processes: dict[ProcessId, ProcessSummary] = field(default_factory=dict)
     files: dict[str, FileInfo] = field(default_factory=dict)
     problems: list[Problem] = field(default_factory=list)
+    #: the phase and root regions: (host, pid, phase code, start ns, end ns)
+    intervals: list[tuple[str | None, int, int, int, int]] = field(default_factory=list)
+    #: the loops' waits for the first batch of an epoch: (count, total ns, longest ns)
+    first_fetch: tuple[int, int, int] = (0, 0, 0)
 
     def merge(self, other: Summary) -> Summary:
         for key, stats in other.by_key.items():
@@ -202,6 +213,9 @@ class Summary:
             mine.ppid = mine.ppid if mine.ppid is not None else proc.ppid
         self.files.update(other.files)
         self.problems.extend(other.problems)
+        self.intervals.extend(other.intervals)
+        a, b = self.first_fetch, other.first_fetch
+        self.first_fetch = (a[0] + b[0], a[1] + b[1], max(a[2], b[2]))
         return self
 
     @property

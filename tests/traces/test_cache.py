@@ -1,0 +1,65 @@
+"""The trace cache: a second look at unchanged files reads none of them; any change is seen."""
+
+from __future__ import annotations
+
+import os
+import shutil
+
+from dftpass.traces import analyze
+from dftpass.traces.cache import TraceCache, file_key
+
+from .trace_data import REAL
+
+
+def copy_traces(tmp_path):
+    folder = tmp_path / "traces"
+    shutil.copytree(REAL, folder)
+    return folder
+
+
+def test_the_second_look_reads_nothing_and_finds_the_same(tmp_path):
+    traces = copy_traces(tmp_path)
+    files = sorted(traces.iterdir())
+    first_cache = TraceCache(tmp_path / "cache")
+    first = analyze([traces], cache=first_cache)
+    assert first_cache.misses == len(files) and first_cache.hits == 0
+    second_cache = TraceCache(tmp_path / "cache")
+    second = analyze([traces], cache=second_cache)
+    assert second_cache.hits == len(files) and second_cache.misses == 0
+    assert second.overlap == first.overlap == analyze([traces]).overlap
+    assert second.summary.events == first.summary.events
+    assert second.summary.first_fetch == first.summary.first_fetch
+
+
+def test_a_changed_file_is_read_again(tmp_path):
+    traces = copy_traces(tmp_path)
+    analyze([traces], cache=TraceCache(tmp_path / "cache"))
+    victim = sorted(traces.glob("*-fork.pfw.gz"))[0]
+    before = file_key(victim)
+    victim.write_bytes(victim.read_bytes()[: victim.stat().st_size // 2])  # truncated: a different file
+    assert file_key(victim) != before
+    cache = TraceCache(tmp_path / "cache")
+    result = analyze([traces], cache=cache)
+    assert cache.misses == 1 and cache.hits == len(list(traces.iterdir())) - 1
+    fresh = analyze([traces])
+    assert result.summary.events == fresh.summary.events and result.overlap == fresh.overlap
+    # the same bytes written again (a new mtime) is a change too: read again, never trusted blindly
+    os.utime(victim, ns=(victim.stat().st_atime_ns, victim.stat().st_mtime_ns + 1_000_000))
+    again = TraceCache(tmp_path / "cache")
+    analyze([traces], cache=again)
+    assert again.misses == 1
+
+
+def test_damaged_entries_are_misses_and_an_unwritable_cache_only_costs_speed(tmp_path):
+    traces = copy_traces(tmp_path)
+    analyze([traces], cache=TraceCache(tmp_path / "cache"))
+    for entry in (tmp_path / "cache" / "files").glob("*.summary"):
+        entry.write_bytes(b"not a pickle")
+    for entry in (tmp_path / "cache" / "busy").glob("*.busy"):
+        entry.write_bytes(b"")
+    cache = TraceCache(tmp_path / "cache")
+    assert analyze([traces], cache=cache).overlap == analyze([traces]).overlap
+    assert cache.hits == 0
+    blocked = tmp_path / "blocked"
+    blocked.write_text("a file where the cache folder would go")
+    assert analyze([traces], cache=TraceCache(blocked / "cache")).overlap == analyze([traces]).overlap
