@@ -83,13 +83,15 @@ def annotated_app(tmp_path_factory):
     return out
 
 
-def test_no_workers_cannot_be_judged_and_the_cause_is_linked_to_its_line(cli, annotated_app, tmp_path):
+def test_no_workers_is_no_overlap_and_the_cause_is_linked_to_its_line(cli, annotated_app, tmp_path):
     """num_workers=0: loading runs in the training process, serial with compute."""
     r = cli("trace", "--label", "w0", "--workspace", tmp_path, "--cwd", annotated_app, "--",
             PY, "train.py", "--data", tmp_path / "data", "--out", tmp_path / "out", "--workers", "0", "--epochs", "1")
     assert r.code == 0, r.err
     a = analyze(cli, tmp_path / "w0")
-    assert a["overlap"]["verdict"] == "cannot judge" and a["overlap"]["overlap_fraction"] is None
+    # loading seen in the training process itself: serial with compute, judged as no overlap
+    assert a["overlap"]["verdict"] == "no overlap" and a["overlap"]["overlap_fraction"] == 0.0
+    assert "training process itself" in a["overlap"]["reason"]
     assert a["project"] == str(annotated_app)
     line = line_of(annotated_app / "train.py", "train_loader = DataLoader(")
     causes = [c for c in a["causes"] if c["id"] == "A.num_workers"]
@@ -105,8 +107,13 @@ def test_no_workers_cannot_be_judged_and_the_cause_is_linked_to_its_line(cli, an
     assert o["before_s"] > 0 and o["after_s"] >= 0
     assert o["before_s"] + o["after_s"] == pytest.approx(o["outside_s"], abs=0.05)
     text = cli("analyze", tmp_path / "w0").out
-    assert "of the wall time is outside the trace" in text and "before the first event" in text
-    assert "totals add up nested events" in text
+    assert "untraced" in text and "before the first event" in text
+    # the parts of the wall time add up to it
+    t = a["time_accounting"]
+    assert t["root"] and t["inside_root_s"] > 0
+    assert t["inside_root_s"] + t["traced_outside_root_s"] + t["untraced_s"] == pytest.approx(t["wall_s"])
+    assert t["untraced_before_s"] + t["untraced_after_s"] == pytest.approx(t["untraced_s"], abs=0.05)
+    assert "nested events of a category counted once" in text and "wall " in text and "inside the root" in text
 
 
 def test_a_bare_folder_of_traces_and_bad_files_are_analysed_with_messages(cli, tmp_path):
@@ -175,3 +182,15 @@ def test_a_folder_without_events_says_so_and_fails(cli, tmp_path, content):
     if content == "link loop":
         assert "a link that leads nowhere" in r.out
 
+
+def test_analyze_of_a_run_keeps_its_cache_in_the_workspace(tmp_path, cli, tiny_program):
+    ws = tmp_path / "ws"
+    assert cli("trace", "--label", "base", "--workspace", ws, "--cwd", tiny_program, "--", PY, "tiny.py").code == 0
+    assert cli("analyze", ws / "base", "--no-cache").code in (0, 1)
+    assert not (ws / ".dftpass-cache").exists()
+    first = json.loads(cli("analyze", ws / "base", "--json").out)
+    assert any((ws / ".dftpass-cache" / "traces" / "files").glob("*.summary"))
+    second = json.loads(cli("analyze", ws / "base", "--json").out)
+    assert second["overlap"] == first["overlap"] and second["metrics"] == first["metrics"]
+    # the workspace's runs are still its runs: the cache folder is not one of them
+    assert cli("report", ws).code == 0

@@ -63,11 +63,16 @@ def test_net_regression_and_more_than_two_runs():
 
 
 def test_applied_proposals_get_their_measured_impact():
-    base = analysis("baseline", wall_s=100.0, proposals=[{"id": "IO-L1-num-workers", "app_impact_pct": 30.0}])
-    opt = analysis("opt1", wall_s=75.0, applies=["IO-L1-num-workers"])
+    made = {"id": "IO-L1-num-workers", "app_impact_pct": 30.0, "bottleneck": "data_stall",
+            "estimate": {"formula": "wait for data 40 s x (1 - 1/4)", "saved_s": 30.0}}
+    base = analysis("baseline", wall_s=100.0, fetch_wait_s=40.0, traced_span_s=90.0, proposals=[made])
+    opt = analysis("opt1", wall_s=75.0, fetch_wait_s=14.0, traced_span_s=66.0, applies=["IO-L1-num-workers"])
     [impact] = compare([base, opt]).proposal_impacts
     assert impact == {"run": "opt1", "against": "baseline", "proposal": "IO-L1-num-workers",
-                      "estimated_app_pct": 30.0, "actual_app_pct": pytest.approx(25.0)}
+                      "estimated_app_pct": 30.0, "actual_app_pct": pytest.approx(25.0),
+                      "formula": "wait for data 40 s x (1 - 1/4)", "metric": "fetch_wait_s",
+                      "estimated_saved_s": 30.0, "measured_saved_s": pytest.approx(26.0),
+                      "span_saved_s": pytest.approx(24.0), "wall_saved_s": pytest.approx(25.0)}
 
 
 def test_an_iteration_is_measured_against_the_run_it_follows():

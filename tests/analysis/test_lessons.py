@@ -113,7 +113,7 @@ def test_analyze_of_a_run_writes_lessons_into_its_workspace(tiny_program, tmp_pa
     res = cli("analyze", ws / "baseline", "--json")
     assert res.code in (0, 1), res.err
     data = json.loads(res.out)
-    assert data["overlap"]["verdict"] == "cannot judge"
+    assert data["overlap"]["verdict"] == "no overlap"  # the training process loads, serial with compute
     pitfalls = [f for f in data["findings"] if f["severity"] != "info"]
     assert pitfalls, data["findings"]
     text = (ws / "lessons.md").read_text()

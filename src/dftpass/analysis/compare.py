@@ -9,7 +9,11 @@ between repeats of either side is flagged *within noise*; with one repeat per si
 cannot be told apart, and the verdict says so.
 
 A run made with ``dftpass trace --applies ID`` gets the measured wall-time change against the
-run before it in the list (the iteration it follows) as the actual impact of proposal ID.
+run before it in the list (the iteration it follows) as the actual impact of proposal ID,
+beside the seconds the proposal's own bottleneck lost (``fetch_wait_s`` for a data stall,
+``checkpoint_s`` for checkpoints): on a short program the wall time also carries the
+interpreter's start-up, which varies by tenths of a second between runs, so the
+bottleneck's seconds are the sharper check of the estimate (``estimated_saved_s``).
 """
 
 from __future__ import annotations
@@ -22,6 +26,10 @@ THRESHOLD_PCT = 5.0
 IMPROVED, REGRESSED, NEUTRAL, INFO = "improved", "regressed", "neutral", "info"
 #: the metric a verdict rests on, in order of preference
 HEADLINE = ("wall_s", "traced_span_s")
+#: the metric that measures each bottleneck a proposal answers (proposals.bottleneck)
+BOTTLENECK_METRICS = {"data_stall": "fetch_wait_s", "checkpoint_time": "checkpoint_s", "compute_time": "compute_s",
+                      "comm_time": "comm_s", "transfer": "device_s", "io_time": "io_time_s",
+                      "data_read": "data_item_s"}
 
 
 @dataclass
@@ -107,10 +115,24 @@ def compare(analyses: list[dict]) -> Comparison:
             (_change(before["metrics"].get(m), other["metrics"].get(m)) for m in HEADLINE
              if _change(before["metrics"].get(m), other["metrics"].get(m)) is not None), None)
         for pid in other.get("applies") or []:
-            estimate = next((p["app_impact_pct"] for p in before.get("proposals", []) if p["id"] == pid), None)
+            made = next((p for p in before.get("proposals", []) if p["id"] == pid), None)
+            metric = BOTTLENECK_METRICS.get(made.get("bottleneck")) if made else None
             impacts.append({"run": other["label"], "against": before["label"], "proposal": pid,
-                            "estimated_app_pct": estimate, "actual_app_pct": None if change is None else -change})
+                            "estimated_app_pct": made["app_impact_pct"] if made else None,
+                            "formula": (made.get("estimate") or {}).get("formula") if made else None,
+                            "actual_app_pct": None if change is None else -change,
+                            "metric": metric,
+                            "estimated_saved_s": (made.get("estimate") or {}).get("saved_s") if made else None,
+                            "measured_saved_s": _saved(before, other, metric),
+                            "span_saved_s": _saved(before, other, "traced_span_s"),
+                            "wall_saved_s": _saved(before, other, "wall_s")})
     return Comparison([a["label"] for a in analyses], [len(a["repeats"]) for a in analyses], rows, verdicts, impacts)
+
+
+def _saved(before: dict, after: dict, metric: str | None) -> float | None:
+    """Seconds of ``metric`` the later run saved (negative: it took longer)."""
+    a, b = (before["metrics"].get(metric), after["metrics"].get(metric)) if metric else (None, None)
+    return None if a is None or b is None else round(a - b, 6)
 
 
 def _cannot_judge(base: dict, other: dict) -> str | None:

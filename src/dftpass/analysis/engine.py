@@ -32,17 +32,20 @@ class EngineError(UserError):
 
 
 def analyze_traces(paths: Iterable[str | Path], engine: str = "local", jobs: int = 1,
-                   scheduler: str | None = None, width_s: float | None = None) -> Analysis:
+                   scheduler: str | None = None, width_s: float | None = None, cache=None) -> Analysis:
+    """``cache``: a :class:`~dftpass.traces.cache.TraceCache` (the local engine only: Dask
+    workers need not see this machine's workspace)."""
     paths = [str(p) for p in paths]
     if engine == "local":
-        return analyze(paths, jobs=jobs, width_s=width_s)
+        return analyze(paths, jobs=jobs, width_s=width_s, cache=cache)
     if engine == "dask":
         return _dask(paths, jobs, scheduler, width_s)
     raise EngineError(f"unknown engine {engine!r} (choose from {', '.join(ENGINES)})")
 
 
-def _busy_of_files(files: list[str], width_s: float) -> ClassBusy:
-    return busy_of_events(class_events(files), width_s)
+def _busy_of_files(files: list[str], width_s: float, worker_pids: set | None = None) -> ClassBusy:
+    # not ``workers=``: Client.map takes that keyword itself (where tasks may run)
+    return busy_of_events(class_events(files), width_s, workers=worker_pids)
 
 
 def _process_groups(summary: Summary, files: list[str]) -> list[list[str]]:
@@ -100,7 +103,8 @@ def _dask(paths: list[str], jobs: int, scheduler: str | None, width_s: float | N
         width = width_s if width_s else default_width_ns(summary) / 1e9
         busy = ClassBusy(round(width * 1e9))
         groups = _process_groups(summary, files)
-        for part in client.gather(client.map(_busy_of_files, groups, width_s=width, pure=False)):
+        workers = {(p.host, p.pid) for p in summary.workers()}
+        for part in client.gather(client.map(_busy_of_files, groups, width_s=width, worker_pids=workers, pure=False)):
             busy.merge(part)
         return Analysis(summary, judge(summary, busy))
     finally:

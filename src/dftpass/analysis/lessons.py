@@ -56,3 +56,37 @@ def record(workspace: Path, analysis: dict, today: dt.date | None = None) -> int
     if added:
         atomic_write(path, (text.rstrip("\n") + "\n" + "".join(added)).encode("utf-8"), Path(workspace))
     return len(added)
+
+
+def _seconds(imp: dict) -> str:
+    if imp.get("metric") and imp.get("measured_saved_s") is not None and imp.get("estimated_saved_s") is not None:
+        return (f"; {imp['metric']} lost {imp['measured_saved_s']:.3g} s against {imp['estimated_saved_s']:.3g} s "
+                "estimated")
+    return ""
+
+
+def record_impacts(workspace: Path, impacts: list[dict], today: dt.date | None = None) -> int:
+    """Append each applied proposal's estimate and measured impact (from ``compare``) to
+    ``<workspace>/lessons.md``, once per (run, baseline, proposal); returns how many were new.
+    The record is what later estimates are checked against: a formula that keeps promising
+    more than runs deliver shows here first."""
+    path = Path(workspace) / "lessons.md"
+    text = path.read_text(encoding="utf-8") if path.is_file() else HEADER
+    known = set(_KEY.findall(text))
+    day = (today or dt.date.today()).isoformat()
+    added = []
+    for imp in impacts:
+        key = _key(imp["run"], f"impact {imp['against']} {imp['proposal']}")
+        if key in known or imp.get("actual_app_pct") is None:
+            continue
+        known.add(key)
+        estimate = imp.get("estimated_app_pct")
+        est = "no estimate" if estimate is None else f"estimated {estimate:.1f}% of the wall time"
+        formula = f" ({imp['formula']})" if imp.get("formula") else ""
+        added.append(f"\n## {day} `{imp['run']}`: {imp['proposal']} applied, {est}, measured "
+                     f"{imp['actual_app_pct']:.1f}%\n<!-- lesson {key} -->\n\nAgainst `{imp['against']}`: "
+                     f"{est}{formula}; the wall time changed by {-imp['actual_app_pct']:+.1f}%"
+                     f"{_seconds(imp)}.\n")
+    if added:
+        atomic_write(path, (text.rstrip("\n") + "\n" + "".join(added)).encode("utf-8"), Path(workspace))
+    return len(added)

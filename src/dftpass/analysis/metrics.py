@@ -47,7 +47,12 @@ METRICS: dict[str, Metric] = {m.name: m for m in [
 ]}
 
 
-def _cat_total(summary: Summary, cat: str) -> float:
+def _cat_total(summary: Summary, overlap: Overlap | None, cat: str) -> float:
+    """A category's time, nested events counted once (the union of each process's events,
+    added over processes: :attr:`Overlap.categories`); without a timeline, the sum of its
+    events."""
+    if overlap is not None and overlap.categories is not None:
+        return overlap.categories.get(cat, 0.0)
     return sum(s.total_s for (c, _), s in summary.by_key.items() if c == cat)
 
 
@@ -62,13 +67,13 @@ def run_metrics(summary: Summary, overlap: Overlap | None, wall_s: float | None)
     return {
         "wall_s": wall_s,
         "traced_span_s": summary.span_s,
-        "compute_s": _cat_total(summary, E.NODES["compute"][0]),
+        "compute_s": _cat_total(summary, overlap, E.NODES["compute"][0]),
         "fetch_wait_s": wait.total_s if wait else 0.0,
         "fetch_block_s": block.total_s if block else 0.0,
-        "data_item_s": _cat_total(summary, E.NODES["data.item"][0]),
-        "checkpoint_s": _cat_total(summary, E.NODES["checkpoint.capture"][0]),
-        "comm_s": _cat_total(summary, E.NODES["comm.barrier"][0]),
-        "device_s": _cat_total(summary, E.NODES["device.transfer"][0]),
+        "data_item_s": _cat_total(summary, overlap, E.NODES["data.item"][0]),
+        "checkpoint_s": _cat_total(summary, overlap, E.NODES["checkpoint.capture"][0]),
+        "comm_s": _cat_total(summary, overlap, E.NODES["comm.barrier"][0]),
+        "device_s": _cat_total(summary, overlap, E.NODES["device.transfer"][0]),
         "io_time_s": io.io_time_s,
         "read_bandwidth": io.read_bandwidth,
         "write_bandwidth": io.write_bandwidth,
@@ -97,4 +102,5 @@ def shares(metrics: dict[str, float | None]) -> dict[str, float]:
         "transfer": share(metrics["device_s"]),
         "comm_time": share(metrics["comm_s"]),
         "compute_time": share(metrics["compute_s"]),
+        "checkpoint_time": share(metrics.get("checkpoint_s")),
     }

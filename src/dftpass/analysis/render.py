@@ -46,6 +46,26 @@ def outside_text(o: dict) -> str:
     return text
 
 
+def accounting_lines(t: dict | None) -> list[str]:
+    """The wall time in parts that add up: inside the root, traced outside it, untraced."""
+    if not t or not t.get("wall_s"):
+        return []
+    wall = t["wall_s"]
+
+    def part(seconds: float | None) -> str:
+        return "-" if seconds is None else f"{seconds:.2f} s ({seconds / wall:.0%})"
+
+    lines = [f"wall {wall:.2f} s = inside the root {part(t['inside_root_s'])}"
+             f" + traced outside the root {part(t['traced_outside_root_s'])}"
+             f" + untraced {part(t['untraced_s'])}"]
+    if t.get("untraced_before_s") is not None:
+        lines.append(f"untraced: {t['untraced_before_s']:.2f} s before the first event (start-up, imports, set-up "
+                     f"before initialization), {t['untraced_after_s']:.2f} s after the last (finalize, shutdown)")
+    if not t.get("root"):
+        lines.append("no root region in the trace (ML-R1)")
+    return lines
+
+
 def pct(x: float | None) -> str:
     return "-" if x is None else f"{100 * x:.1f}%"
 
@@ -55,8 +75,59 @@ def _overlap_line(o: dict | None) -> str:
         return "overlap: not computed"
     stall = o.get("fetch_stall_share")
     stall_text = f"; the batch loop waited for data {pct(stall)} of its time" if stall is not None else ""
-    return (f"overlap of loading and compute: {o['verdict']} ({o['reason']}){stall_text}; "
+    return (f"overlap of loading and compute (whole run): {o['verdict']} ({o['reason']}){stall_text}; "
             f"{o['loading_workers']} worker processes with loading events")
+
+
+def repeats_line(a: dict) -> str:
+    """Which repeat the tables show, and the spread of the wall time over the repeats."""
+    reps = a["repeats"]
+    walls = [r["wall_s"] for r in reps if r.get("wall_s") is not None]
+    median = a["metrics"].get("wall_s")
+    if len(reps) < 2 or not walls or median is None:
+        return ""
+    shown = a.get("shown_repeat", reps[0]["repeat"])
+    return (f"{len(reps)} repeats: median wall {median:.2f} s (from {min(walls):.2f} to {max(walls):.2f} s); "
+            f"the tables show repeat {shown}, the median one")
+
+
+#: the columns of the per-phase table: (header, key, format)
+PHASE_COLUMNS = (("phase", "phase", "{}"), ("time s", "span_s", "{:.3f}"), ("compute s", "compute_s", "{:.3f}"),
+                 ("loop waits s", "fetch_wait_s", "{:.3f}"), ("waits %", "fetch_stall_share", "pct"),
+                 ("first batches s", "first_fetch_s", "{:.3f}"), ("loading, workers s", "loading_workers_s", "{:.3f}"),
+                 ("loading, main s", "loading_main_s", "{:.3f}"), ("verdict", "verdict", "{}"))
+
+
+def _phase_cells(p: dict) -> list[str]:
+    out = []
+    for _, key, fmt in PHASE_COLUMNS:
+        value = p.get(key)
+        out.append(pct(value) if fmt == "pct" else "-" if value is None else fmt.format(value))
+    return out
+
+
+def _phases(a: dict) -> list[dict]:
+    o = a.get("overlap") or {}
+    return list((o.get("phases") or {}).values())
+
+
+def _diagnosis_lines(a: dict) -> list[str]:
+    d = a.get("diagnosis") or {}
+    neck = d.get("bottleneck")
+    if not neck:
+        return []
+    lines = [f"bottleneck: {neck['kind']} in {neck['phase']} ({neck['overlap']}): {neck['text']}"]
+    if neck.get("remedy"):
+        lines.append(f"  what to do: {neck['remedy']}")
+    return lines
+
+
+def _cause_lines(a: dict, code: str = "") -> list[str]:
+    out = []
+    for c in a.get("causes", []):
+        mark = "cause" if c.get("explains") else "also"
+        out.append(f"{mark} {code}{c['id']}{code} at {code}{c.get('location') or c['path']}{code}: {c['message']}")
+    return out
 
 
 def _findings_lines(a: dict) -> list[str]:
@@ -82,23 +153,35 @@ def text(a: dict, top: int = 12) -> str:
             f"traces {a['label']}")
     if not a["events"]:  # empty tables would only hide the reason
         return "\n".join([head] + _findings_lines(a) + _problem_lines(a))
-    lines = [
-        head,
-        f"  {a['events']} events from {a['processes']['count']} processes "
-        f"({', '.join(f'{n} {r}' for r, n in sorted(a['processes']['roles'].items()))}), "
-        f"traced span {a['span_s']:.2f} s",
-        *([f"  {outside_text(a['outside_span'])}"] if a.get("outside_span") else []),
-        "",
-        f"  {'category':<12}{'events':>9}{'total s*':>11}",
-    ]
+    lines = [head, *([f"  {repeats_line(a)}"] if repeats_line(a) else []),
+             f"  {a['events']} events from {a['processes']['count']} processes "
+             f"({', '.join(f'{n} {r}' for r, n in sorted(a['processes']['roles'].items()))}), "
+             f"traced span {a['span_s']:.2f} s",
+             *[f"  {line}" for line in accounting_lines(a.get("time_accounting"))]]
+    if not a.get("time_accounting") and a.get("outside_span"):
+        lines.append(f"  {outside_text(a['outside_span'])}")
+    lines += ["", *_diagnosis_lines(a)]
+    phases = _phases(a)
+    if phases:
+        widths = [max(len(h), 9) for h, _, _ in PHASE_COLUMNS[:-1]]
+        lines += ["", "  " + "".join(f"{h:>{w + 1}}" if i else f"{h:<{w}}"
+                                     for i, ((h, _, _), w) in enumerate(zip(PHASE_COLUMNS[:-1], widths))) + "  verdict"]
+        for p in phases:
+            cells = _phase_cells(p)
+            lines.append("  " + "".join(f"{c:>{w + 1}}" if i else f"{c:<{w}}"
+                                        for i, (c, w) in enumerate(zip(cells[:-1], widths))) + f"  {cells[-1]}")
+    if a.get("causes"):
+        lines += [""] + [f"  {line}" for line in _cause_lines(a)]
+    lines += ["", f"  {'category':<12}{'events':>9}{'time s':>10}{'sum s*':>10}"]
     for c in a["categories"]:
-        lines.append(f"  {c['cat']:<12}{c['count']:>9}{c['total_s']:>11.3f}")
-    lines += ["", f"  {'event':<30}{'count':>8}{'total s*':>10}{'mean ms':>10}{'p99 ms':>10}"]
+        lines.append(f"  {c['cat']:<12}{c['count']:>9}{c['total_s']:>10.3f}{c.get('sum_s', c['total_s']):>10.3f}")
+    lines += ["  time: nested events of a category counted once, added over processes; "
+              "* sum: every event's duration added up"]
+    lines += ["", f"  {'event':<30}{'count':>8}{'sum s':>10}{'mean ms':>10}{'p99 ms':>10}"]
     for r in a["top"][:top]:
         name = f"{r['cat']}/{r['name']}"
         lines.append(f"  {name[:30]:<30}{r['count']:>8}{r['total_s']:>10.3f}{1e3 * r['mean_s']:>10.2f}"
                      f"{1e3 * r['p99_s']:>10.2f}")
-    lines += ["  * totals add up nested events: a step inside an epoch counts in both"]
     procs = a.get("process_table", [])
     if procs:
         lines += ["", f"  {'process':<22}{'role':<8}{'events':>8}{'in events s':>13}{'span s':>9}{'bytes':>11}"]
@@ -114,10 +197,12 @@ def text(a: dict, top: int = 12) -> str:
               f"{io['metadata_ops']} metadata calls"]
     lines += _findings_lines(a)
     if a["proposals"]:
-        lines += ["", "proposals (app / system impact %, weighted):"]
+        lines += ["", "proposals (app / system impact %, weighted), the first answers the top cause:"]
         for p in a["proposals"][:5]:
             lines.append(f"  [{p['level']} {p['component']}] {p['title']}: {p['app_impact_pct']:.1f} / "
                          f"{p['system_impact_pct']:.1f} -> {p['weighted_score']:.1f}  ({p['id']})")
+            if p.get("estimate", {}).get("formula"):
+                lines.append(f"      estimate: {p['estimate']['formula']} -> {p['estimate'].get('app_pct', '')}")
     lines += _problem_lines(a)
     return "\n".join(lines)
 
@@ -130,21 +215,33 @@ def markdown(a: dict) -> str:
         return "\n".join(out + [f"- {wall}no trace events: an un-annotated run (only its wall time is compared), "
                                  "or a run whose traces are empty"] + [f"- {p}" for p in a["problems"]])
     if m.get("wall_s"):
-        out.append(f"- wall time: {m['wall_s']:.2f} s over {len(a['repeats'])} repeat(s)")
+        out.append(f"- wall time: {m['wall_s']:.2f} s (median of {len(a['repeats'])} repeat(s))")
+    if repeats_line(a):
+        out.append(f"- {repeats_line(a)}")
     out += [f"- {a['events']} events, {a['processes']['count']} processes "
             f"({', '.join(f'{n} {r}' for r, n in sorted(a['processes']['roles'].items()))}), "
-            f"traced span {a['span_s']:.2f} s",
-            *([f"- {outside_text(a['outside_span'])}"] if a.get("outside_span") else []),
-            f"- {_overlap_line(a['overlap'])}", "",
-            "Totals add up nested events (a step inside an epoch counts in both).", "",
-            "| category | events | total s |", "|---|---:|---:|"]
-    out += [f"| {c['cat']} | {c['count']} | {c['total_s']:.3f} |" for c in a["categories"]]
-    out += ["", "| event | count | total s | mean ms | p50 ms | p99 ms | bytes |", "|---|---:|---:|---:|---:|---:|---:|"]
+            f"traced span {a['span_s']:.2f} s"]
+    out += [f"- {line}" for line in accounting_lines(a.get("time_accounting"))]
+    out += [f"- {line}" for line in _diagnosis_lines(a)]
+    out += [f"- {_overlap_line(a['overlap'])}"]
+    phases = _phases(a)
+    if phases:
+        out += ["", "### Phases", "", "| " + " | ".join(h for h, _, _ in PHASE_COLUMNS) + " |",
+                "|---|" + "---:|" * (len(PHASE_COLUMNS) - 2) + "---|"]
+        out += ["| " + " | ".join(cell(c) for c in _phase_cells(p)) + " |" for p in phases]
+    if a.get("causes"):
+        out += ["", "### Diagnosis", ""] + [f"- {line}" for line in _cause_lines(a, "`")]
+    out += ["", "### Time by category", "",
+            "Time: a category's nested events counted once, added over processes; sum: every event's duration.",
+            "", "| category | events | time s | sum s |", "|---|---:|---:|---:|"]
+    out += [f"| {c['cat']} | {c['count']} | {c['total_s']:.3f} | {c.get('sum_s', c['total_s']):.3f} |"
+            for c in a["categories"]]
+    out += ["", "| event | count | sum s | mean ms | p50 ms | p99 ms | bytes |", "|---|---:|---:|---:|---:|---:|---:|"]
     out += [f"| {r['cat']}/{r['name']} | {r['count']} | {r['total_s']:.3f} | {1e3 * r['mean_s']:.2f} | "
             f"{1e3 * r['p50_s']:.2f} | {1e3 * r['p99_s']:.2f} | {human_bytes(r['bytes']) if r['bytes'] else ''} |"
             for r in a["top"]]
     if a.get("process_table"):
-        out += ["", "Time in events sums nested events (a step inside an epoch counts in both).", "",
+        out += ["", "Time in events sums a process's events (nested ones too).", "",
                 "| process | role | host | events | in events s | span s | bytes | read B/s | IOPS | metadata ops |",
                 "|---|---|---|---:|---:|---:|---:|---:|---:|---:|"]
         out += [f"| {p['pid']} (`{p['file']}`) | {p['role'] or '-'} | {p['host'] or '-'} | {p['events']} | "
@@ -155,7 +252,7 @@ def markdown(a: dict) -> str:
         out += ["", "### Findings", ""]
         for f in a["findings"]:
             where = f"`{f['path']}:{f['line']}`" if f["line"] else f"`{f['path']}`"
-            out.append(f"- **{f['severity']}** {f['rule']} {where}: {f['message']}")
+            out.append(f"- **{f['severity']}** {f['rule']} {where}: {cell(f['message'])}")
     out += ["", "### Proposals", ""]
     if a["proposals"]:
         out += ["| # | level | component | strategy | change | app impact % | system impact % | score | status |",
@@ -165,12 +262,18 @@ def markdown(a: dict) -> str:
             out.append(f"| {i} | {p['level']} | {p['component']} | {cell(p['title'])} | {cell(p['change'])} | "
                        f"{p['app_impact_pct']:.1f}{actual} | {p['system_impact_pct']:.1f} | {p['weighted_score']:.1f} | "
                        f"{p['status']} |")
-        out += [""] + [f"- {p['id']}: {p['why']}. " + " ".join(f"[{c}]" for c in p["citations"])
-                       for p in a["proposals"]]
+        out.append("")
+        for p in a["proposals"]:
+            out.append(f"- **{p['id']}**: {p['why']}. " + " ".join(f"[{c}]" for c in p["citations"]))
+            est = p.get("estimate") or {}
+            if est.get("formula"):
+                out.append(f"  - estimate: {est['formula']}; {est.get('app_pct', '')}")
+            for pre in p.get("preconditions", []):
+                out.append(f"  - holds: {pre}")
     else:
         out.append("No measured bottleneck calls for a change.")
     out += ["", "### Checklist", "", "| component | dimension | verdict |", "|---|---|---|"]
-    out += [f"| {v['component']} | {v['title']} | {v['verdict']} |" for v in a["checklist"]]
+    out += [f"| {v['component']} | {v['title']} | {cell(v['verdict'])} |" for v in a["checklist"]]
     if a["problems"]:
         out += ["", "### Trace problems", ""] + [f"- {p}" for p in a["problems"]]
     return "\n".join(out)
@@ -227,8 +330,14 @@ def impact_line(imp: dict, code: str = "") -> str:
     est = "-" if imp["estimated_app_pct"] is None else f"{imp['estimated_app_pct']:.1f}%"
     act = "-" if imp["actual_app_pct"] is None else f"{imp['actual_app_pct']:.1f}%"
     q = code
-    return (f"proposal {q}{imp['proposal']}{q} in {q}{imp['run']}{q} (against {q}{imp['against']}{q}): "
+    text = (f"proposal {q}{imp['proposal']}{q} in {q}{imp['run']}{q} (against {q}{imp['against']}{q}): "
             f"estimated {est} of wall time, measured {act}")
+    if imp.get("metric") and imp.get("measured_saved_s") is not None and imp.get("estimated_saved_s") is not None:
+        text += (f"; {imp['metric']}: estimated {imp['estimated_saved_s']:.3g} s saved, measured "
+                 f"{imp['measured_saved_s']:.3g} s")
+    if imp.get("formula"):
+        text += f" (estimate: {imp['formula']})"
+    return text
 
 
 _BADGE = {"improved": "🟢", "regressed": "🔴", "neutral": "⚪", "info": ""}

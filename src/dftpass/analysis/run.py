@@ -15,9 +15,10 @@ from typing import Any
 
 import attrs
 
-from dftpass.analysis.diagnosis import Cause, find_causes, trace_causes
+from dftpass.analysis.accounting import account
+from dftpass.analysis.diagnosis import Cause
 from dftpass.analysis.metrics import METRICS, shares
-from dftpass.analysis.proposals import Proposal, Verdict, propose
+from dftpass.analysis.proposals import Proposal, RunFacts, Verdict, propose
 from dftpass.core import emitter as E
 from dftpass.core.config import Config
 from dftpass.core.context import RunContext
@@ -40,6 +41,7 @@ class AnalyzeResult:
     causes: list[Cause]
     proposals: list[Proposal]
     checklist: list[Verdict]
+    diagnosis: Any = None  # plugins.analyses.diagnosis.Diagnosis
 
     def to_dict(self, top: int = 25) -> dict:
         primary = self.traces.primary
@@ -59,15 +61,17 @@ class AnalyzeResult:
             "project": str(self.project) if self.project else None,
             "repeats": [{"repeat": r.repeat, "wall_s": r.record.get("wall_s"),
                          "exit_code": r.record.get("exit_code"), "metrics": r.metrics} for r in self.traces.repeats],
+            "shown_repeat": self.traces.primary.repeat,
             "metrics": self.traces.medians(),
             "spread": {m: self.traces.spread(m) for m in METRICS},
             "events": summary.events,
             "span_s": summary.span_s,
             "outside_span": outside_span(primary.record, summary),
+            "time_accounting": account(primary.record, summary),
             "hosts": summary.hosts,
             "processes": {"count": len(summary.processes), "roles": roles},
             "process_table": _processes(summary),
-            "categories": _by_category(summary),
+            "categories": _by_category(summary, overlap),
             "top": [{"cat": c, "name": n, "count": s.count, "total_s": s.total_s, "mean_s": s.mean_s,
                      "p50_s": s.p50_s, "p99_s": s.p99_s, "bytes": s.bytes} for (c, n), s in keys[:top]],
             "io": {"read_bytes": io.read_bytes, "write_bytes": io.write_bytes, "read_ops": io.read_ops,
@@ -80,9 +84,11 @@ class AnalyzeResult:
                 "compute_s": overlap.compute_s, "loading_s": overlap.loading_s, "overlap_s": overlap.overlap_s,
                 "bucket_width_s": overlap.bucket_width_s, "fetch_iter_s": overlap.fetch_iter_s,
                 "fetch_block_s": overlap.fetch_block_s, "fetch_stall_share": overlap.fetch_stall_share,
-                "loading_workers": overlap.loading_workers},
+                "loading_workers": overlap.loading_workers, "primary_phase": overlap.primary_phase,
+                "phases": {name: p.to_dict() for name, p in (overlap.phases or {}).items()}},
             "findings": [f.to_dict() for f in self.findings],
-            "causes": [attrs.asdict(c) if attrs.has(type(c)) else c.__dict__ for c in self.causes],
+            "diagnosis": self.diagnosis.to_dict() if self.diagnosis is not None else None,
+            "causes": [{**c.__dict__, "location": c.location()} for c in self.causes],
             "proposals": [p.to_dict() for p in self.proposals],
             "checklist": [v.__dict__ for v in self.checklist],
             "problems": [str(p) for p in summary.problems],
@@ -90,31 +96,13 @@ class AnalyzeResult:
 
 
 def outside_span(record: dict, summary) -> dict | None:
-    """How much of the run's wall time lies outside the traced span, and where: before the
-    first event (interpreter start-up, imports, data set-up before initialization) and after
-    the last (finalize, shutdown). None without a wall time or events. The split needs the
-    run's start and end (``dftpass trace`` records them) and the trace's epoch timestamps, on
-    one host's clock; otherwise only the total is given."""
-    wall = record.get("wall_s")
-    if not wall or summary.first_ns is None:
+    """How much of the run's wall time lies outside the traced span: before the first event
+    and after the last (see :mod:`dftpass.analysis.accounting`, which splits the rest)."""
+    acc = account(record, summary)
+    if acc is None or not acc["wall_s"]:
         return None
-    outside = max(0.0, wall - summary.span_s)
-    out = {"wall_s": wall, "span_s": summary.span_s, "outside_s": outside, "before_s": None, "after_s": None}
-    start, end = _epoch_ns(record.get("start")), _epoch_ns(record.get("end"))
-    if start is not None and end is not None and len(summary.hosts) <= 1:
-        before, after = (summary.first_ns - start) / 1e9, (end - summary.last_ns) / 1e9
-        if before >= -0.01 and after >= -0.01:  # the same clock (ms-rounded times): the split is meaningful
-            out["before_s"], out["after_s"] = max(0.0, before), max(0.0, after)
-    return out
-
-
-def _epoch_ns(stamp: str | None) -> int | None:
-    import datetime as dt
-
-    try:
-        return round(dt.datetime.fromisoformat(stamp).timestamp() * 1e9) if stamp else None
-    except ValueError:
-        return None
+    return {"wall_s": acc["wall_s"], "span_s": acc["span_s"], "outside_s": acc["untraced_s"],
+            "before_s": acc["untraced_before_s"], "after_s": acc["untraced_after_s"]}
 
 
 def _processes(summary) -> list[dict]:
@@ -131,7 +119,12 @@ def _processes(summary) -> list[dict]:
     return sorted(rows, key=lambda r: (r["role"] != "app", -r["busy_s"]))
 
 
-def _by_category(summary) -> list[dict]:
+def _by_category(summary, overlap=None) -> list[dict]:
+    """Per category: events, bytes, the sum of its events' durations (``sum_s``: nested
+    events counted again) and its time (``total_s``): the union of each process's events of
+    the category, added over processes, when the run has a timeline."""
+    from dftpass.traces.classes import category_of, CATEGORY_NAMES
+
     cats: dict[str, list] = {}
     for (cat, _), s in summary.by_key.items():
         if cat == E.TRACE_META_CAT:  # dftracer's own start/end records
@@ -140,8 +133,15 @@ def _by_category(summary) -> list[dict]:
         row[0] += s.count
         row[1] += s.dur_ns
         row[2] += s.bytes
-    return [{"cat": c, "count": n, "total_s": d / 1e9, "bytes": b}
-            for c, (n, d, b) in sorted(cats.items(), key=lambda kv: -kv[1][1])]
+    exclusive = (overlap.categories or {}) if overlap is not None else {}
+    out = []
+    for c, (n, d, b) in cats.items():
+        own = exclusive.get(CATEGORY_NAMES[category_of(c)]) if exclusive else None
+        # POSIX/STDIO and the other categories share a series: their union is not per cat
+        alone = category_of(c) < len(CATEGORY_NAMES) - 2
+        out.append({"cat": c, "count": n, "total_s": own if own is not None and alone else d / 1e9,
+                    "sum_s": d / 1e9, "bytes": b, "nested_once": bool(own is not None and alone)})
+    return sorted(out, key=lambda r: -r["total_s"])
 
 
 def source_project(run: RunDir | TraceDir, override: Path | None) -> Path | None:
@@ -162,8 +162,9 @@ def source_project(run: RunDir | TraceDir, override: Path | None) -> Path | None
 
 
 def analyze_path(path: Path, config: Config, manager: PassManager, *, project: Path | None = None,
-                 engine: str = "local", jobs: int = 1, scheduler: str | None = None,
-                 width_s: float | None = None) -> AnalyzeResult:
+                 engine: str = "local", jobs: int | None = None, scheduler: str | None = None,
+                 width_s: float | None = None, cache: bool = True, phase: str | None = None) -> AnalyzeResult:
+    jobs = jobs or config.get("run.jobs") or 1
     run = open_run(path)
     root = source_project(run, project)
     if root is not None and root.is_dir():
@@ -172,25 +173,30 @@ def analyze_path(path: Path, config: Config, manager: PassManager, *, project: P
     else:
         proj = Project(root=Path(path).resolve(), files={})
     ctx = RunContext(config, proj, manager, "analyze", run=run,
-                     trace_options={"engine": engine, "jobs": jobs, "scheduler": scheduler, "width_s": width_s})
+                     trace_options={"engine": engine, "jobs": jobs, "scheduler": scheduler, "width_s": width_s,
+                                    "cache": cache, "phase": phase})
     pipeline = manager.order(manager.selected_rules(kinds=(PassKind.RUNTIME,)))
     manager.run(ctx, pipeline)
     traces = ctx.analysis("traces")
-    overlap = traces.primary.analysis.overlap
-    causes: list[Cause] = trace_causes(traces.primary.analysis.summary, run.label)
-    gpu = False
-    if proj.files:
-        loops = ctx.analysis("loops")
-        causes += find_causes(ctx.analysis("callgraph"), loops, loops.options.loader_factories,
-                              workers_traced=bool(overlap.loading_workers) if overlap else None)
-        det = ctx.analysis("frameworks")
-        gpu = det.cuda or det.hip_in_code
-    by_cause: dict[str, list[str]] = {}
-    for c in causes:
-        by_cause.setdefault(c.id, []).append(f"{c.location()} {c.message}")
+    diagnosis = ctx.analysis("diagnosis")
+    metrics = traces.primary.metrics
+    facts = RunFacts(wall_s=metrics.get("wall_s") or metrics.get("traced_span_s"), shares=shares(metrics),
+                     causes=diagnosis.causes, program=diagnosis.facts, gpu=run_used_gpu(run.record(), diagnosis.facts),
+                     ranks_per_host=diagnosis.ranks_per_host)
     applied = {a: None for a in run.record().get("applies", [])}
-    proposals, checklist = propose(shares(traces.medians()), by_cause, gpu, applied)
-    return AnalyzeResult(run, root, ctx.findings, traces, causes, proposals, checklist)
+    proposals, checklist = propose(facts, applied)
+    return AnalyzeResult(run, root, ctx.findings, traces, diagnosis.causes, proposals, checklist, diagnosis)
+
+
+def run_used_gpu(record: dict, facts) -> bool | None:
+    """Whether the run had a GPU and the program uses one; None when the machine was not
+    recorded (runs made before ``run.json`` kept it)."""
+    machine = record.get("machine")
+    if not machine:
+        return None
+    if not machine.get("gpu"):
+        return False
+    return True if facts is None else bool(facts.gpu_code)
 
 
 def save(result: AnalyzeResult) -> Path | None:
@@ -202,13 +208,29 @@ def save(result: AnalyzeResult) -> Path | None:
     return target
 
 
-def load_or_analyze(path: Path, config: Config, manager: PassManager, **options) -> dict:
-    """The saved ``analysis.json`` of a run when it is newer than the run, else a fresh analysis."""
+def saved_analysis(path: Path) -> dict | None:
+    """The saved ``analysis.json`` of a run when it is newer than the run (None: analyse it)."""
     run = open_run(path)
     if isinstance(run, RunDir):
         saved = run.path / ANALYSIS_FILE
-        if saved.is_file() and saved.stat().st_mtime >= run.run_file.stat().st_mtime:
-            return json.loads(saved.read_text(encoding="utf-8"))
+        try:
+            if saved.is_file() and saved.stat().st_mtime >= run.run_file.stat().st_mtime:
+                data = json.loads(saved.read_text(encoding="utf-8"))
+                # one saved with `analyze --phase` judged another phase than compare expects
+                return None if (data.get("diagnosis") or {}).get("asked_phase") else data
+        except (OSError, ValueError):
+            return None  # unreadable or half-written by hand: analysed again
+    return None
+
+
+def load_or_analyze(path: Path, setup, **options) -> dict:
+    """The saved ``analysis.json`` of a run when it is newer than the run, else a fresh
+    analysis. ``setup()`` gives (config, pass manager), called only when one is needed:
+    loading the plugins costs more than reading a saved analysis."""
+    saved = saved_analysis(path)
+    if saved is not None:
+        return saved
+    config, manager = setup()
     result = analyze_path(path, config, manager, **options)
     save(result)
     return json.loads(json.dumps(result.to_dict(), default=str))

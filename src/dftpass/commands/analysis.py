@@ -7,6 +7,7 @@ annotation commands start without them.
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import sys
 from pathlib import Path
@@ -21,7 +22,7 @@ def cmd_analyze(args: argparse.Namespace) -> int:
     from dftpass.analysis.run import analyze_path, save
 
     config, manager = load(args)
-    result = analyze_path(args.run, config, manager, **_engine_options(args, config))
+    result = analyze_path(args.run, config, manager, **_engine_options(args))
     data = json.loads(json.dumps(result.to_dict(), default=str))
     saved = save(result)
     if saved:
@@ -37,9 +38,11 @@ def cmd_analyze(args: argparse.Namespace) -> int:
     return 1 if any(f["severity"] == "error" for f in data["findings"]) else 0
 
 
-def _engine_options(args, config) -> dict:
+def _engine_options(args) -> dict:
+    """The options of an analysis (``jobs``: None takes ``run.jobs`` of the configuration)."""
     return {"project": getattr(args, "project", None), "engine": args.engine,
-            "jobs": args.jobs or config.get("run.jobs"), "scheduler": args.scheduler, "width_s": args.bucket_width}
+            "jobs": args.jobs, "scheduler": args.scheduler, "width_s": args.bucket_width,
+            "cache": not getattr(args, "no_cache", False), "phase": getattr(args, "phase", None)}
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
@@ -49,9 +52,15 @@ def cmd_compare(args: argparse.Namespace) -> int:
 
     if len(args.runs) < 2:
         raise UsageError("compare needs at least two runs (the first is the baseline)")
-    config, manager = load(args)
-    analyses = [load_or_analyze(r, config, manager, **_engine_options(args, config)) for r in args.runs]
+    setup = functools.cache(lambda: load(args))  # the plugins load only if a run needs a fresh analysis
+    analyses = [load_or_analyze(r, setup, **_engine_options(args)) for r in args.runs]
     result = compare(analyses).to_dict()
+    base = Path(analyses[0]["path"])
+    if result["proposal_impacts"] and (base / "run.json").is_file():  # a workspace's runs, not bare traces
+        workspace = base.parent
+        from dftpass.analysis.lessons import record_impacts
+
+        record_impacts(workspace, result["proposal_impacts"])
     if args.json:
         print(json.dumps(result, indent=2, default=str))
     elif args.markdown:
@@ -64,8 +73,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
 def cmd_report(args: argparse.Namespace) -> int:
     from dftpass.analysis.report import build
 
-    config, manager = load(args)
-    md, page, new = build(args.workspace, config, manager, **_engine_options(args, config))
+    md, page, new = build(args.workspace, functools.cache(lambda: load(args)), **_engine_options(args))
     print(f"wrote {md} and {page}" + (f"; {new} new lessons in lessons.md" if new else ""), file=sys.stderr)
     return 0
 
@@ -75,12 +83,16 @@ def _add_engine_options(p) -> None:
     p.add_argument("--scheduler", help="address of a running Dask scheduler (with --engine dask)")
     p.add_argument("--bucket-width", type=float, help="overlap bucket width in seconds (default: the shorter "
                    "class's median event)")
+    p.add_argument("--no-cache", action="store_true", help="read every trace file again, and keep nothing in "
+                   "<workspace>/.dftpass-cache")
 
 
 def add_parsers(sub) -> None:
     p = sub.add_parser("analyze", help="summary, categories, overlap, diagnosis and proposals of a traced run")
     p.add_argument("run", type=Path, help="a run folder of `dftpass trace` (or any folder/file of traces)")
     p.add_argument("--project", type=Path, help="the source the run came from (default: the command's folder)")
+    p.add_argument("--phase", choices=("train", "evaluate", "test", "outside"),
+                   help="judge this phase (default: the loop phase with the most time, training first)")
     _add_engine_options(p)
     fmt = p.add_mutually_exclusive_group()
     fmt.add_argument("--json", action="store_true", help="print one JSON document")

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import argparse
 import sys
 
@@ -11,9 +13,11 @@ from dftpass import __version__
 from dftpass.commands.common import load
 from dftpass.core.findings import Severity, render_json, render_sarif, render_text
 from dftpass.core.manager import natural_key
-from dftpass.core.pipeline import AnnotateResult, annotate
 from dftpass.core.progress import Progress
 from dftpass.core.writer import write_copy, write_in_place
+
+if TYPE_CHECKING:  # libcst is imported when a command annotates, not to build the parser
+    from dftpass.core.pipeline import AnnotateResult
 
 log = structlog.get_logger("dftpass")
 
@@ -23,6 +27,8 @@ def _annotate(args: argparse.Namespace, mode: str):
     config, manager = load(args)
     project = args.project.resolve()
     passes = [p.strip() for p in args.passes.split(",") if p.strip()] if getattr(args, "passes", None) else None
+    from dftpass.core.pipeline import annotate
+
     progress = Progress("reading", enabled=None if args.log_format == "console" else False)
     try:
         result = annotate(project, config, mode, passes=passes, progress=progress, manager=manager)

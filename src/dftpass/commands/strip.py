@@ -10,7 +10,6 @@ from dftpass.commands.common import UsageError, add_config_options, load
 from dftpass.core.findings import Finding, Severity, render_text
 from dftpass.core.project import TOOL
 from dftpass.core.provenance import Records
-from dftpass.core.strip import strip_source
 from dftpass.core.writer import STATE_DIR, strip_outputs
 
 
@@ -48,6 +47,8 @@ def cmd_strip(args: argparse.Namespace) -> int:
                                     severity=Severity.WARNING))
             continue
         source = path.read_bytes()
+        from dftpass.core.strip import strip_source  # libcst: only when there is something to strip
+
         result = strip_source(source, records.files.get(rel, []) if records else [], summaries.get(rel), args.all)
         if result.error:
             findings.append(Finding(TOOL, result.error, rel, severity=Severity.ERROR))

@@ -10,6 +10,7 @@ from dftpass.core.hookspecs import hookimpl
 from dftpass.plugins.analyses.callgraph import CallGraphAnalysis
 from dftpass.plugins.analyses.compiled import CompiledAnalysis
 from dftpass.plugins.analyses.cost import CostAnalysis
+from dftpass.plugins.analyses.diagnosis import DiagnosisAnalysis
 from dftpass.plugins.analyses.frameworks import FrameworksAnalysis
 from dftpass.plugins.analyses.install import InstallAnalysis
 from dftpass.plugins.analyses.loops import LoopsAnalysis
@@ -52,6 +53,7 @@ PASSES = [
     LoopsAnalysis,
     ProgramsAnalysis,
     TracesAnalysis,
+    DiagnosisAnalysis,
     CostAnalysis,
     # rules
     ProgramLifecycle,

@@ -17,6 +17,7 @@ import re
 import shutil
 import signal
 import subprocess
+import sys
 import time
 from pathlib import Path
 from typing import Sequence
@@ -148,6 +149,34 @@ def _run_once(run: RunDir, k: int, command: Sequence[str], cwd: Path, env: dict[
     return record
 
 
+def machine() -> dict:
+    """What the run had to run on: CPUs (all, physical cores, the ones this process may use)
+    and the GPUs the machine shows (``/dev/nvidia*``: CUDA; ``/dev/kfd``: ROCm). Advice reads it:
+    no mixed precision or pinned memory for a CPU run, workers matched to the cores."""
+    cores = None
+    try:
+        seen = set()
+        physical = core = None
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            key, _, value = line.partition(":")
+            key = key.strip()
+            if key == "physical id":
+                physical = value.strip()
+            elif key == "core id":
+                core = value.strip()
+                seen.add((physical, core))
+        cores = len(seen) or None
+    except OSError:
+        pass
+    try:
+        usable = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        usable = os.cpu_count()
+    gpu = "cuda" if any(Path("/dev").glob("nvidia[0-9]*")) else "rocm" if Path("/dev/kfd").exists() else None
+    return {"cpus": os.cpu_count(), "physical_cores": cores, "usable_cpus": usable, "gpu": gpu,
+            "platform": sys.platform}
+
+
 def why_no_traces(command: Sequence[str], cwd: Path) -> str:
     """The likeliest reason a traced run wrote no trace file (tracing itself was on: the
     run's environment switched it on)."""
@@ -191,6 +220,7 @@ def trace(workspace: Path, label: str, command: Sequence[str], *, cwd: Path | No
         "host": platform.node(),
         "python": platform.python_version(),
         "dftracer": _dftracer_version(),
+        "machine": machine(),
         "revision": _revision(cwd),
         "repeats": [],
     }

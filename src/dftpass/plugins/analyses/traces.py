@@ -29,7 +29,11 @@ class RunAnalysis:
 
     @property
     def primary(self) -> RepeatAnalysis:
-        return self.repeats[0]
+        """The repeat every table shows: the median one by wall time (the lower median of an
+        even number; the first repeat when no wall time was recorded)."""
+        timed = sorted((r for r in self.repeats if r.record.get("wall_s") is not None),
+                       key=lambda r: (r.record["wall_s"], r.repeat))
+        return timed[(len(timed) - 1) // 2] if timed else self.repeats[0]
 
     def median(self, metric: str) -> float | None:
         values = [r.metrics[metric] for r in self.repeats if r.metrics.get(metric) is not None]
@@ -44,7 +48,9 @@ class RunAnalysis:
 
 
 def analyze_run(run, engine: str = "local", jobs: int = 1, scheduler: str | None = None,
-                width_s: float | None = None) -> RunAnalysis:
+                width_s: float | None = None, cache: bool = True) -> RunAnalysis:
+    """Every repeat of ``run`` read and summarized; a run of a workspace keeps what it read in
+    ``<workspace>/.dftpass-cache`` (``cache=False``: neither read nor written)."""
     # imported here: numpy and msgspec are not needed by the annotation commands
     from dftpass.analysis.engine import analyze_traces
     from dftpass.analysis.metrics import run_metrics
@@ -53,16 +59,21 @@ def analyze_run(run, engine: str = "local", jobs: int = 1, scheduler: str | None
 
     import structlog
 
+    from dftpass.runs.layout import RunDir
+    from dftpass.traces.cache import CACHE_DIR, TraceCache
+
     log = structlog.get_logger("dftpass")
     record = run.record()
+    store = TraceCache(run.workspace / CACHE_DIR / "traces") if cache and isinstance(run, RunDir) else None
     out = []
     for rep in record["repeats"]:
         k = rep["repeat"]
         start = time.perf_counter()
-        analysis = analyze_traces(run.trace_dirs(k), engine, jobs, scheduler, width_s)
+        analysis = analyze_traces(run.trace_dirs(k), engine, jobs, scheduler, width_s, cache=store)
         log.info("traces read", label=run.label, repeat=k, engine=engine, files=len(analysis.summary.files),
                  events=analysis.summary.events, problems=len(analysis.summary.problems),
-                 seconds=round(time.perf_counter() - start, 3))
+                 seconds=round(time.perf_counter() - start, 3),
+                 cached=f"{store.hits}/{store.hits + store.misses}" if store is not None else "off")
         out.append(RepeatAnalysis(k, rep, analysis, run_metrics(analysis.summary, analysis.overlap, rep.get("wall_s"))))
     if not out:
         raise ValueError(f"{run.path}: run.json lists no repeats")
@@ -81,4 +92,4 @@ class TracesAnalysis(Pass):
             raise RuntimeError("the traces analysis needs a run (dftpass analyze RUN)")
         opts = ctx.trace_options
         return analyze_run(ctx.run, opts.get("engine", "local"), opts.get("jobs", 1), opts.get("scheduler"),
-                           opts.get("width_s"))
+                           opts.get("width_s"), opts.get("cache", True))

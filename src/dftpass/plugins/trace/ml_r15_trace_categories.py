@@ -75,7 +75,9 @@ class TraceCategories(Pass):
         ``comm``, ``device`` and ``other`` where the annotated source uses those nodes.
         ``data.io.read/write``, ``checkpoint.io.read/write`` and ``other.io.read/write``
         events must carry ``image_size`` (bytes moved; an open or close moves none). Each gap names the rule that should have produced it.
-        A run made with ``--data-dir`` that traced no file I/O is reported too.
+        A run made with ``--data-dir`` that traced no file I/O is reported too, and so is a
+        root region that covers less than half of the traced span (misplaced: ML-R1 puts it
+        around the whole body of the entry).
 
     Why:
         A category missing from the trace is a blind spot: no data events means the time
@@ -119,6 +121,11 @@ class TraceCategories(Pass):
             ctx.report(Finding(self.id, f"no '{cat}' events in the trace{hint}: look at {PRODUCERS.get(cat, '?')}"
                                " (not applied, or its region never ran in a traced process)", where,
                                severity=severity))
+        from dftpass.analysis.accounting import account, root_problem
+
+        root = root_problem(account(run.primary.record, summary)) if E.NODES[""][0] in present else None
+        if root:
+            ctx.report(Finding(self.id, root, where, severity=Severity.WARNING))
         data_dir = run.primary.record.get("environment", {}).get(E.ENV_DATA_DIR)
         if data_dir and not any(cat in E.TRACE_SYSCALL_CATS for cat in present):
             ctx.report(Finding(self.id, f"{E.ENV_DATA_DIR}={data_dir} but no file I/O was traced: dftracer matches "

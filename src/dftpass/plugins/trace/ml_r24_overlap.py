@@ -6,41 +6,56 @@ from dftpass.core.findings import Finding, Severity
 from dftpass.core.passes import Pass, PassKind
 
 
+#: a part of the run outside every phase with less than this share of the loops' time is not reported
+MINOR = 0.1
+
+
 class ComputeLoaderOverlap(Pass):
     """Measure how much of compute time has data loading running beside it, and diagnose.
 
     What it does:
-        From the run's traces, DataLoader workers included, computes the share of compute
-        time during which data loading ran in some process (the bucketed lower bound of
-        analysis.md), and the loop's own wait for batches (``fetch.iter``). Below 10% is
-        "no overlap", the target is 50%. When the target is missed, reads the project's
-        source and links each cause to its line: no or few workers, shallow prefetch,
-        workers re-created every epoch (A), blocking host-to-device copies (B), barriers in
-        the batch loop (C), batch loops the trace cannot see (D).
+        From the run's traces, DataLoader workers included, computes per phase (train,
+        evaluate, test, and outside every phase) the share of compute time during which data
+        loading ran in some process (the bucketed lower bound of analysis.md), and the
+        loop's own wait for batches (``fetch.iter``). Below 10% is "no overlap", the target
+        is 50%. One finding per phase, named by it; then the run's bottleneck (where the
+        time goes: loading, worker start-up, preprocessing, compute, checkpoint, evaluation)
+        with its overlap label (stalled, hidden, cannot-judge:REASON), and its causes read
+        from the source, each linked to its line: no or few workers, shallow prefetch,
+        workers re-created every epoch, spawn workers, transforms or reads, checkpoints (A,
+        E, G), blocking host-to-device copies on a GPU run (B), barriers in the batch loop
+        (C), batch loops the trace cannot see (D).
 
     Why:
         A training loop is serial inside one process; loading hides behind compute only in
         other processes. Without overlap every step waits for its batch (a data stall).
+        Training and evaluation often load differently (workers for one, the training
+        process for the other): one figure over both says neither.
 
     Example:
-        ``loading overlaps 3.2% of compute (< 10%)`` with
-        ``train.py:41: DataLoader(num_workers not set (defaults to 0)) ...``
+        ``evaluate: no overlap: loading runs in the training process, between its steps``,
+        ``bottleneck: loading in train (stalled): the batch loop of the train phase waits for
+        data 48% of its time (1.1 s)`` with ``train.py:41: DataLoader(num_workers not set
+        (defaults to 0)) ...``
 
     Fix safety:
         Report only; ``dftpass analyze`` turns causes into proposals with citations.
-        A run whose workers left no traces (spawn start method) is "cannot judge", never 0.
+        "Cannot judge" gives its reason (no DataLoader; spawn workers untraced; workers that
+        recorded fewer than 3 events and so wrote no file) and what to do, never a 0.
 
     Options:
-        None (the bucket width is ``dftpass analyze --bucket-width``).
+        None (``dftpass analyze --phase`` chooses the phase judged, ``--bucket-width`` the
+        bucket width).
     """
 
     id = "ML-R24"
     title = "Compute/loader overlap"
     kind = PassKind.RUNTIME
-    requires = ("traces", "loops")
+    requires = ("traces", "diagnosis")
     tags = ("trace", "dataloader")
 
     def run(self, ctx) -> None:
+        from dftpass.analysis.bottleneck import JUDGE_NOT, REMEDIES, STALLED, why_not_judged
         from dftpass.traces.overlap import BELOW_TARGET, CANNOT_JUDGE, NO_OVERLAP
 
         run = ctx.analysis("traces")
@@ -48,25 +63,31 @@ class ComputeLoaderOverlap(Pass):
         where = run.run.label
         if overlap is None or not run.primary.analysis.summary.events:
             return  # nothing to judge; ML-R15 says why the trace is empty
+        diagnosis = ctx.analysis("diagnosis")
+        neck = diagnosis.bottleneck
         severity = {NO_OVERLAP: Severity.ERROR, BELOW_TARGET: Severity.WARNING,
-                    CANNOT_JUDGE: Severity.WARNING}.get(overlap.verdict, Severity.INFO)
-        stall = overlap.fetch_stall_share
-        stall_text = f"; the batch loop waited for data {stall:.1%} of its time" if stall is not None else ""
-        ctx.report(Finding(self.id, f"{overlap.verdict}: {overlap.reason}{stall_text}", where, severity=severity))
-        if overlap.verdict in (NO_OVERLAP, BELOW_TARGET, CANNOT_JUDGE):
-            from dftpass.analysis.diagnosis import trace_causes
-
-            causes = trace_causes(run.primary.analysis.summary, where)
-            causes += self.causes(ctx, overlap) if ctx.project.files else []
-            for cause in causes:
-                ctx.report(Finding(self.id, f"{cause.id}: {cause.message}", cause.path, cause.line,
-                                   severity=Severity.WARNING))
-
-    @staticmethod
-    def causes(ctx, overlap):
-        from dftpass.analysis.diagnosis import find_causes
-
-        loops = ctx.analysis("loops")
-        factories = loops.options.loader_factories
-        return find_causes(ctx.analysis("callgraph"), loops, factories,
-                           workers_traced=bool(overlap.loading_workers) if overlap else None)
+                    CANNOT_JUDGE: Severity.WARNING}
+        phases = overlap.phases or {"all": overlap.whole}
+        loop_s = sum(p.fetch_wait_s + p.fetch_block_s + p.compute_s for p in phases.values() if p is not None)
+        for name, phase in phases.items():
+            if phase is None:
+                continue
+            if name == "outside" and phase.fetch_wait_s + phase.fetch_block_s + phase.compute_s < MINOR * loop_s:
+                continue  # the edges of the phases (a loop's first wait just before its region opens)
+            level = severity.get(phase.verdict, Severity.INFO)
+            if name != neck.phase and level is Severity.ERROR:
+                level = Severity.WARNING  # the verdict is about the bottleneck's phase
+            text = phase.reason
+            if phase.verdict == CANNOT_JUDGE:
+                reason = why_not_judged(phase, overlap, run.primary.analysis.summary, diagnosis.facts)
+                text = f"{reason}: {phase.reason}; {REMEDIES[reason]}"
+                if name != neck.phase:
+                    level = Severity.INFO  # not the phase the verdict is about
+            label = "" if name == "all" else f"{name}: "
+            ctx.report(Finding(self.id, f"{label}{phase.verdict}: {text}", where, severity=level))
+        stalled = neck.overlap == STALLED
+        ctx.report(Finding(self.id, f"bottleneck: {neck.kind} in {neck.phase} ({neck.overlap}): {neck.text}", where,
+                           severity=Severity.WARNING if stalled or neck.overlap.startswith(JUDGE_NOT) else Severity.INFO))
+        for cause in diagnosis.causes:
+            ctx.report(Finding(self.id, f"{cause.id}: {cause.message}", cause.path, cause.line,
+                               severity=Severity.WARNING if cause.explains else Severity.INFO))
