@@ -1,5 +1,5 @@
 """``dftpass report``: report.md and a self-contained report.html over two real runs of a tiny
-program traced by the real ``dftpass trace``; and the pieces: ``mdhtml.to_html`` (Markdown to
+program traced by the real ``dftpass trace``; and the pieces: ``html.to_html`` (Markdown to
 HTML) and ``timeline.intervals`` (the picture's merged intervals)."""
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import sys
 import pytest
 
 from dftpass.analysis import timeline
-from dftpass.analysis.mdhtml import to_html
+from dftpass.analysis.html import to_html
 from dftpass.traces import COMPUTE, LOADING
 from dftpass.traces.files import role_of
 from tests.analysis.helpers import PY, event, write_trace
@@ -61,8 +61,9 @@ def test_report_markdown_has_every_section(workspace):
     assert f"wrote {ws / 'report.md'} and {ws / 'report.html'}" in err
     lines = md.splitlines()
     assert lines[0] == f"# dftpass report: {ws.name}"
-    assert "| run | repeats | wall s (median) | command | revision |" in lines
-    rows = [ln for ln in lines if re.match(r"^\| (baseline|opt1) \| 1 \| \d+\.\d\d \| `.*tiny\.py \d` \|", ln)]
+    assert "| run | repeats | wall s (median) | spread s | tables show | command | revision |" in lines
+    rows = [ln for ln in lines
+            if re.match(r"^\| (baseline|opt1) \| 1 \| \d+\.\d\d \| - \| repeat 1 \| `.*tiny\.py \d` \|", ln)]
     assert [r.split(" | ")[0] for r in rows] == ["| baseline", "| opt1"], md  # the baseline first
     for label in ("baseline", "opt1"):
         wall = analysis_of(ws, label)["metrics"]["wall_s"]
@@ -77,7 +78,7 @@ def test_report_markdown_has_every_section(workspace):
     for label in ("baseline", "opt1"):
         overlap = analysis_of(ws, label)["overlap"]
         section = md[md.index(f"## Run `{label}`"):]
-        assert f"overlap of loading and compute: {overlap['verdict']}" in section
+        assert f"overlap of loading and compute (whole run): {overlap['verdict']}" in section
         assert f"![timeline of {label}]({label}/timeline.png)" in section
     assert "Lessons of this workspace: `lessons.md`." in md
 
@@ -90,9 +91,12 @@ def test_timeline_pictures_are_pngs_one_row_per_process(workspace):
         width, height = png_size(png)
         files = json.loads((ws / label / "run.json").read_text())["repeats"][0]["trace_files"]
         forks[label] = sum(role_of(f["name"]) == "fork" for f in files)
-        rows = len(timeline.intervals([ws / label / "traces" / "compact" / "rep-1"]))
+        phases: dict = {}
+        rows = len(timeline.intervals([ws / label / "traces" / "compact" / "rep-1"], phases))
         assert rows == 1 + forks[label], files  # the trainer and every worker that loaded
-        assert width == 11 * 110 and abs(height - max(2.0, 0.35 * rows + 1.2) * 110) <= 1
+        assert list(phases) == ["waits for data"]  # no phase regions in the tiny program: the loop's waits
+        panel = 0.3 * len(phases) + 0.4  # the per-phase panel above the per-process one
+        assert width == 11 * 110 and abs(height - (max(2.0, 0.35 * rows + 1.2) + panel) * 110) <= 1
     assert forks["opt1"] > forks["baseline"] >= 2  # 3 workers per epoch against 2
 
 
@@ -101,18 +105,21 @@ def test_html_is_self_contained(workspace):
     page = (ws / "report.html").read_text()
     assert page.startswith("<!DOCTYPE html>") and f"<title>dftpass report: {ws.name}</title>" in page
     links = re.findall(r"""\b(src|href)\s*=\s*["']([^"']*)""", page, re.IGNORECASE)
-    assert [kind for kind, _ in links] == ["src", "src"], links  # the two pictures, nothing else
-    for label, (_, src) in zip(("baseline", "opt1"), links):
+    pictures = [link for link in links if link[0].lower() == "src"]
+    assert len(pictures) == 2, links  # the two pictures; the rest are links inside the page
+    assert all(target.startswith("#run-") for kind, target in links if kind.lower() == "href"), links
+    for label, (_, src) in zip(("baseline", "opt1"), pictures):
         assert src.startswith("data:image/png;base64,")
         assert base64.b64decode(src.split(",", 1)[1]) == (ws / label / "timeline.png").read_bytes()
     for outside in ("<script", "<link", "@import", "url(", "http://", "https://"):
         assert outside not in page.lower()
     md_tables = re.findall(r"^\|[-:|]+\|$", (ws / "report.md").read_text(), re.MULTILINE)
     assert page.count("<table>") == len(md_tables) >= 1 + 1 + 2 * 3  # runs, comparison, per run: >= 3 each
-    assert "<h2>Comparison</h2>" in page and "<h2>Run <code>baseline</code></h2>" in page
-    assert re.search(r'<td class="">baseline</td><td class="num">1</td><td class="num">\d+\.\d\d</td>', page)
+    assert "<h2>Comparison</h2>" in page and '<h2 id="run-baseline">Run <code>baseline</code></h2>' in page
+    right = '<td style="text-align:right">'
+    assert re.search(rf'<td>baseline</td>\n{right}1</td>\n{right}\d+\.\d\d</td>', page)
     for label in ("baseline", "opt1"):
-        assert f"overlap of loading and compute: {analysis_of(ws, label)['overlap']['verdict']}" in page
+        assert f"overlap of loading and compute (whole run): {analysis_of(ws, label)['overlap']['verdict']}" in page
 
 
 def test_report_twice_is_stable(workspace, cli):
@@ -143,61 +150,56 @@ def test_a_multi_line_command_keeps_its_table_row(tmp_path, cli):
     done = subprocess.run([PY, "-m", "dftpass.cli", "report", str(ws)], capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
     md = (ws / "report.md").read_text()
-    assert re.search(r"^\| baseline \| 1 \| [\d.]+ \| `\S+ -c x = 1 print\(x\)` \| .* \|$", md, re.MULTILINE), md
+    assert re.search(r"^\| baseline \| 1 \| [\d.]+ \| - \| repeat 1 \| `\S+ -c x = 1 print\(x\)` \| .* \|$", md, re.MULTILINE), md
     page = (ws / "report.html").read_text()
-    assert '<td class="">baseline</td>' in page and '<td class="">opt1</td>' in page
+    assert '<td>baseline</td>' in page and '<td>opt1</td>' in page
 
 
-# -- mdhtml.to_html -------------------------------------------------------------------------
+# -- html.to_html (markdown-it-py into the jinja2 template) ----------------------------------
 
 def body(markdown: str) -> str:
     page = to_html(markdown, "t")
-    return page[page.index("<body>\n") + 7:page.index("\n</body>")]
+    return page[page.index("<body>\n") + 7:page.index("\n</body>")].strip()
 
 
 def test_headings_paragraphs_and_lists():
-    out = body("# Top\n\n## Second **bold**\n\nsome text\nwrapped on\n\n- one\n* two `code`\n\n#### Four")
-    assert out.split("\n") == [
-        "<h1>Top</h1>",
-        "<h2>Second <strong>bold</strong></h2>",
-        "<p>some text wrapped on</p>",
-        "<ul><li>one</li><li>two <code>code</code></li></ul>",
-        "<h4>Four</h4>",
-    ]
+    out = body("# Top\n\n## Second **bold**\n\nsome text\nwrapped on\n\n- one\n- two `code`\n\n#### Four")
+    assert "<h1>Top</h1>" in out and "<h2>Second <strong>bold</strong></h2>" in out
+    assert "<p>some text\nwrapped on</p>" in out and "<h4>Four</h4>" in out
+    assert "<li>one</li>" in out and "<li>two <code>code</code></li>" in out
 
 
 def test_pipe_table_right_aligns_numeric_columns():
-    md = "| name | count | share |\n|---|---:|:---:|\n| `a/b` | 3 | 0.5 |\n| **c** | 10 | 1 |"
-    assert body(md) == (
-        "<table><thead><tr><th>name</th><th>count</th><th>share</th></tr></thead><tbody>"
-        '<tr><td class=""><code>a/b</code></td><td class="num">3</td><td class="num">0.5</td></tr>'
-        '<tr><td class=""><strong>c</strong></td><td class="num">10</td><td class="num">1</td></tr>'
-        "</tbody></table>")
+    md = "| name | count |\n|---|---:|\n| `a/b` | 3 |\n| **c** | 10 |"
+    out = body(md)
+    assert '<th style="text-align:right">count</th>' in out
+    assert '<td><code>a/b</code></td>\n<td style="text-align:right">3</td>' in out
+    assert '<td><strong>c</strong></td>\n<td style="text-align:right">10</td>' in out
 
 
 def test_text_is_escaped_and_images_are_data_uris():
     png = "data:image/png;base64,iVBORw0KGgo="
     out = body(f"a < b & `x<y>` and 1 > 0\n\n![timeline of run]({png})")
-    assert out == ("<p>a &lt; b &amp; <code>x&lt;y&gt;</code> and 1 &gt; 0</p>\n"
-                   f'<p><img alt="timeline of run" src="{png}"></p>')
+    assert "<p>a &lt; b &amp; <code>x&lt;y&gt;</code> and 1 &gt; 0</p>" in out
+    assert f'<img src="{png}" alt="timeline of run" />' in out
     assert "<script>" not in body("<script>alert(1)</script>")
     assert body("<script>alert(1)</script>") == "<p>&lt;script&gt;alert(1)&lt;/script&gt;</p>"
 
 
-def test_page_is_one_document_with_its_title_escaped():
-    page = to_html("text", "report <ws>")
-    assert page.startswith("<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>report &lt;ws&gt;</title>")
-    assert page.rstrip().endswith("</body></html>") and "<style>" in page
+def test_page_is_one_document_with_its_title_escaped_and_runs_listed():
+    page = to_html("## Run `base<1>`\n\ntext", "report <ws>")
+    assert page.startswith("<!DOCTYPE html>") and "<title>report &lt;ws&gt;</title>" in page
+    assert page.rstrip().endswith("</html>") and "<style>" in page and "<script" not in page
+    assert '<a href="#run-base-lt-1-gt-">base&lt;1&gt;</a>' in page and 'id="run-base-lt-1-gt-"' in page
 
 
 def test_a_pipe_line_that_starts_no_table_is_a_paragraph():
-    """It used to loop forever (and grow without bound); run in a subprocess so a hang fails."""
-    code = "import sys; from dftpass.analysis.mdhtml import to_html; sys.stdout.write(to_html(sys.stdin.read(), 't'))"
+    code = "import sys; from dftpass.analysis.html import to_html; sys.stdout.write(to_html(sys.stdin.read(), 't'))"
     done = subprocess.run([sys.executable, "-c", code], input="| a | b\nnot a separator\n\n| last line",
                           capture_output=True, text=True, timeout=30)
     assert done.returncode == 0, done.stderr
     page = done.stdout
-    assert "<p>| a | b not a separator</p>" in page and "<p>| last line</p>" in page
+    assert "<p>| a | b\nnot a separator</p>" in page and "<p>| last line</p>" in page
 
 
 # -- timeline.intervals ---------------------------------------------------------------------
@@ -258,8 +260,7 @@ def test_picture_of_hand_made_traces(tmp_path):
 
 
 def test_a_pipe_inside_a_cell_stays_in_its_cell():
-    from dftpass.analysis.mdhtml import to_html
     from dftpass.analysis.render import cell
 
     page = to_html(f"| command | n |\n|---|---:|\n| {cell('python -c a|b')} | 3 |\n", "t")
-    assert "<td class=\"\">python -c a|b</td><td class=\"num\">3</td>" in page
+    assert '<td>python -c a|b</td>\n<td style="text-align:right">3</td>' in page

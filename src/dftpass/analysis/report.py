@@ -15,7 +15,7 @@ from pathlib import Path
 
 from dftpass.analysis import lessons, render
 from dftpass.analysis.compare import compare
-from dftpass.analysis.mdhtml import to_html
+from dftpass.analysis.html import to_html
 from dftpass.analysis.run import load_or_analyze
 from dftpass.analysis.timeline import plot_png
 from dftpass.core.writer import atomic_write
@@ -41,21 +41,23 @@ def _fill_measured_impacts(analyses: list[dict], comparison: dict | None) -> Non
                 p["actual_app_pct"] = impact["actual_app_pct"]
 
 
-def build(workspace: Path, config, manager, **options) -> tuple[Path, Path, int]:
+def build(workspace: Path, setup, **options) -> tuple[Path, Path, int]:
+    """``setup()``: (config, pass manager), for runs that need a fresh analysis."""
     """Write ``report.md`` and ``report.html``; returns their paths and the new lessons count."""
     workspace = Path(workspace).resolve()
     runs = _baseline_first(runs_in(workspace)) if workspace.is_dir() else []
     if not runs:
         raise LayoutError(f"{workspace}: no runs (folders with run.json); make one with dftpass trace")
-    analyses = [load_or_analyze(r.path, config, manager, **options) for r in runs]
+    analyses = [load_or_analyze(r.path, setup, **options) for r in runs]
     new_lessons = sum(lessons.record(workspace, a) for a in analyses)
     comparison = compare(analyses).to_dict() if len(analyses) > 1 else None
     _fill_measured_impacts(analyses, comparison)
 
     pictures: dict[str, bytes] = {}
     for run, analysis in zip(runs, analyses):
-        png = plot_png(run.trace_dirs(run.record()["repeats"][0]["repeat"]),
-                       f"{run.label}: compute and data loading per process")
+        shown = analysis.get("shown_repeat") or run.record()["repeats"][0]["repeat"]
+        png = plot_png(run.trace_dirs(shown), f"{run.label} (repeat {shown}): phases and the loop's waits; "
+                       "compute and data loading per process")
         if png:
             atomic_write(run.path / "timeline.png", png, workspace)
             pictures[run.label] = png
@@ -63,7 +65,8 @@ def build(workspace: Path, config, manager, **options) -> tuple[Path, Path, int]
     def document(embed: bool) -> str:
         out = [f"# dftpass report: {workspace.name}", "",
                f"Generated {dt.datetime.now().isoformat(timespec='seconds')} from {len(runs)} run(s) in "
-               f"`{workspace}`.", "", "| run | repeats | wall s (median) | command | revision |", "|---|---:|---:|---|---|"]
+               f"`{workspace}`.", "", "| run | repeats | wall s (median) | spread s | tables show | command | revision |",
+               "|---|---:|---:|---:|---:|---|---|"]
         for run, a in zip(runs, analyses):
             rec = run.record()
             cmd = " ".join(rec["repeats"][0].get("command", []))[:80] if rec.get("repeats") else ""
@@ -71,8 +74,11 @@ def build(workspace: Path, config, manager, **options) -> tuple[Path, Path, int]
             rev = rec.get("revision") or {}
             revision = (rev.get("commit", "")[:10] + (" (dirty)" if rev.get("dirty") else "")) if rev else "-"
             wall = a["metrics"].get("wall_s")
-            out.append(f"| {run.label} | {len(a['repeats'])} | {wall:.2f} | `{cmd}` | {revision} |" if wall else
-                       f"| {run.label} | {len(a['repeats'])} | - | `{cmd}` | {revision} |")
+            walls = [r["wall_s"] for r in a["repeats"] if r.get("wall_s") is not None]
+            spread = f"{min(walls):.2f}-{max(walls):.2f}" if len(walls) > 1 else "-"
+            shown = f"repeat {a.get('shown_repeat', 1)}" + (" (median)" if len(walls) > 1 else "")
+            out.append(f"| {run.label} | {len(a['repeats'])} | {f'{wall:.2f}' if wall else '-'} | {spread} | {shown} | "
+                       f"`{cmd}` | {revision} |")
         if comparison:
             out += ["", "## Comparison", "", render.compare_markdown(comparison)]
         for run, a in zip(runs, analyses):
