@@ -47,10 +47,12 @@ def trace(annotated: Path, workspace: Path, case: str, label: str | None = None,
           applies: tuple[str, ...] = (), repeat: int = 1) -> Path:
     """Trace one case; returns its run folder."""
     label = label or case
-    args = [*expected(case).get("args", []), *extra]
+    want = expected(case)
+    args = [*want.get("args", []), *extra]
+    script = want.get("script", f"{case}.py")  # cases may share a program (io_bound.py, by its arguments)
     flags = [f"--applies={a}" for a in applies]
     code = dftpass("-q", "trace", "--label", label, "--workspace", workspace, "--cwd", annotated,
-                   "--repeat", repeat, *flags, "--", sys.executable, f"{case}.py", "--data", workspace / "data",
+                   "--repeat", repeat, *flags, "--", sys.executable, script, "--data", workspace / "data",
                    "--out", workspace / "out" / label, *args)
     if code != 0:
         raise RuntimeError(f"tracing {case} ({label}) exited {code}")
