@@ -159,12 +159,44 @@ def read_trace(folder: Path) -> dict:
             "span_s": round(span, 3)}
 
 
+def analyze(recipe: Recipe, annotated: Path, argv: list[str], work: Path) -> dict:
+    """``dftpass trace`` + ``dftpass analyze`` of the annotated program, as a user would run
+    them: the verdict, the per-phase figures, the causes and the proposals."""
+    out = work / "out-analyzed"
+    out.mkdir(parents=True, exist_ok=True)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("DFTRACER_")}
+    env.update(OMP_NUM_THREADS="1", PYTHONPATH=str(annotated))
+    cmd = [ARGS.python, str(annotated / argv[0]), *[a.format(out=out) for a in argv[1:]]]
+    cwd = annotated if recipe.cwd == "project" else out
+    if recipe.bound_s:  # Ctrl-C after the bound, as run_once does
+        cmd = ["timeout", "-s", "INT", str(recipe.bound_s), *cmd]
+    trace = [*DFTPASS, "-q", "trace", "--label", "analyzed", "--workspace", str(work / "ws"), "--cwd", str(cwd), "--",
+             *cmd]
+    subprocess.run(trace, env=env, capture_output=True, text=True)
+    done = subprocess.run([*DFTPASS, "-q", "analyze", str(work / "ws" / "analyzed"), "--project", str(annotated),
+                           "--json"], env=env, capture_output=True, text=True)
+    try:
+        data = json.loads(done.stdout)
+    except ValueError:
+        return {"error": (done.stderr or done.stdout)[-2000:]}
+    diagnosis = data.get("diagnosis") or {}
+    return {"bottleneck": diagnosis.get("bottleneck"), "top_cause": diagnosis.get("top_cause"),
+            "phases": {name: {k: p.get(k) for k in ("verdict", "reason", "span_s", "compute_s", "fetch_wait_s",
+                                                    "loading_main_s", "loading_workers_s")}
+                       for name, p in ((data.get("overlap") or {}).get("phases") or {}).items()},
+            "accounting": data.get("time_accounting"),
+            "findings": [f["message"] for f in data.get("findings", []) if f["rule"] in ("ML-R15", "ML-R24")],
+            "proposals": [{k: p.get(k) for k in ("id", "title", "app_impact_pct", "preconditions", "estimate")}
+                          for p in data.get("proposals", [])],
+            "not_applicable": [v for v in data.get("checklist", []) if str(v.get("verdict", "")).startswith("not")]}
+
+
 def program(name: str) -> int:
     recipe = RECIPES[name]
     work = Path(tempfile.mkdtemp(prefix=f"dftpass-{name}-"))
     original = work / "original"
     shutil.copytree(Path(ARGS.checkout) / recipe.folder, original, ignore=shutil.ignore_patterns("__pycache__", ".git"))
-    argv = recipe.setup(work, original)
+    argv = recipe.setup(work, original) + list(ARGS.arg)
     annotated = work / "annotated"
     annotation = subprocess.run([*DFTPASS, "run", str(original), "--out", str(annotated)], check=True,
                                 capture_output=True, text=True)
@@ -195,6 +227,8 @@ def program(name: str) -> int:
             "same_files": all((run["out"] / f).read_bytes() == (base["out"] / f).read_bytes() for f in recipe.files),
             "exit": run["exit"], "median_s": round(statistics.median(run["seconds"]), 2)}
     report["trace"] = read_trace(work / "trace-0")
+    if ARGS.analyze:
+        report["analysis"] = analyze(recipe, annotated, argv, work)
     print(json.dumps(report, indent=2))
     ok = all(report[label]["same_lines"] and report[label]["same_files"] for label in ("off", "on"))
     return 0 if ok else 1
@@ -246,6 +280,10 @@ def main() -> int:
     p.add_argument("--checkout", required=True, help="the project's checkout (fetched outside the repository)")
     p.add_argument("--python", default=sys.executable, help="the interpreter that has torch (and torchvision)")
     p.add_argument("--repeat", type=int, default=1, help="alternating repeats (medians of the times)")
+    p.add_argument("--arg", action="append", default=[], help="an argument added to the program's (repeatable; "
+                   "minGPT: --arg=--trainer.num_workers=2)")
+    p.add_argument("--analyze", action="store_true", help="also `dftpass trace` and `dftpass analyze` the annotated "
+                   "program and print the verdict, causes and proposals")
     lib = sub.add_parser("library")
     lib.add_argument("specs", nargs="+", help="package-index requirements (transformers, torch==2.13.0)")
     lib.add_argument("--jobs", type=int, default=2)

@@ -167,3 +167,64 @@ def test_a_process_split_over_files_is_one_process(tmp_path):
     whole = analyze([APP_FILE, *workers]).overlap
     split = analyze([tmp_path, *workers], jobs=2, width_s=whole.bucket_width_s).overlap
     assert split == whole
+
+
+FETCH_REGION_PROGRAM = '''
+import os, time
+import torch
+from dftracer.python import ai, dftracer
+from torch.utils.data import DataLoader, Dataset
+
+
+class Slow(Dataset):
+    def __len__(self):
+        return 40
+
+    @ai.data.item
+    def __getitem__(self, index):
+        time.sleep(0.01)
+        return torch.full((4,), float(index))
+
+
+log = dftracer.initialize_log(logfile=os.environ["DFTRACER_LOG_FILE"], data_dir=None, process_id=-1)
+try:
+    it = iter(DataLoader(Slow(), batch_size=4, num_workers=1, multiprocessing_context="fork"))
+    with ai.pipeline.train:
+        while True:  # minGPT's Trainer.run: next(it) between fetch.start() and .stop()
+            ai.dataloader.fetch.start()
+            try:
+                batch = next(it)
+            except StopIteration:
+                ai.dataloader.fetch.stop()
+                break
+            ai.dataloader.fetch.stop()
+            with ai.compute.forward:
+                time.sleep(0.01)
+finally:
+    log.finalize()
+'''
+
+
+def test_a_fetch_region_in_the_training_process_is_its_wait_not_loading(tmp_path):
+    """A loop that times ``next(it)`` with a fetch region (not ``fetch.iter``) waits for its
+    batch there: the region is the wait (and the loop has no body events, so the phase is the
+    loop), and it is not loading that could overlap compute."""
+    import os
+    import subprocess
+    import sys
+
+    from dftpass.analysis.metrics import run_metrics
+    from dftpass.core import emitter as E
+
+    script = tmp_path / "loop.py"
+    script.write_text(FETCH_REGION_PROGRAM)
+    env = {**os.environ, **E.traced_env(str(tmp_path / "traces" / "trace"))}
+    subprocess.run([sys.executable, str(script)], env=env, cwd=tmp_path, check=True, capture_output=True)
+    result = analyze([tmp_path / "traces"])
+    train = result.overlap.phases["train"]
+    # 10 batches of 4 items at 10 ms in one worker: ~40 ms a batch against 10 ms of compute
+    assert train.fetch_wait_s > 0.2 and train.fetch_block_s == 0
+    assert train.loading_main_s == 0 and train.loading_workers_s > 0.3
+    assert train.fetch_stall_share == pytest.approx(train.fetch_wait_s / train.span_s) and train.fetch_stall_share > 0.5
+    metrics = run_metrics(result.summary, result.overlap, None)
+    assert metrics["fetch_wait_s"] == pytest.approx(train.fetch_wait_s, rel=0.05)

@@ -76,9 +76,9 @@ def reported(analysis: dict) -> dict:
 
 
 def matches(field: str, want, got) -> bool:
-    """``overlap: judged`` accepts any judged verdict (stalled or hidden)."""
+    """``overlap: judged`` accepts any judged verdict (stalled, serial or hidden)."""
     if field == "overlap" and want == "judged":
-        return got in ("stalled", "hidden")
+        return got in ("stalled", "serial", "hidden")
     return want == got
 
 

@@ -99,6 +99,11 @@ def test_another_phase_is_judged_when_asked_and_compare_reads_the_default(zoo, a
     train = saved["diagnosis"]["bottleneck"]
     assert saved["diagnosis"]["asked_phase"] == "train"
     assert train["phase"] == "train" and train["kind"] != "evaluation" and train["overlap"] != "stalled", train
+    # the evaluation still waits: its loader's cause is an observation named by its phase, and
+    # its proposal comes with it (the phase the verdict is not about is not forgotten)
+    [seen] = [c for c in saved["causes"] if c["id"] == "A.num_workers"]
+    assert seen["phase"] == "evaluate" and not seen["explains"], seen
+    assert "IO-L1-num-workers" in [p["id"] for p in saved["proposals"]]
     assert R.dftpass("-q", "analyze", run, "--phase", "evaluate") in (0, 1)
     evaluate = json.loads((run / "analysis.json").read_text(encoding="utf-8"))["diagnosis"]["bottleneck"]
     assert (evaluate["phase"], evaluate["kind"], evaluate["overlap"]) == ("evaluate", "loading", "stalled"), evaluate

@@ -19,7 +19,9 @@ The verdict is read from the per-phase figures of the overlap pass
    * ``compute`` when compute covers >= 30% of the phase, else ``other``.
 
 3. **the overlap**, in words a user can act on: ``stalled`` (the loop waits >= 20%),
-   ``hidden`` (loading keeps up, seen beside compute), or ``cannot-judge:REASON`` where REASON
+   ``serial`` (it waits less, but loads in the training process, between its steps: nothing
+   runs beside compute), ``hidden`` (loading keeps up, seen beside compute), or
+   ``cannot-judge:REASON`` where REASON
    is ``no-loader`` (the program has no DataLoader: its batches come from the training
    process, nothing can overlap; a wait for them is still a stall), ``spawn-untraced`` (spawn/forkserver workers with no
    ``worker_init_fn`` that starts tracing), ``few-events`` (workers ran but wrote no file:
@@ -48,7 +50,7 @@ MIN_EVENTS_PER_FILE = 3
 
 LOADING, PREPROCESS, STARTUP = "loading", "loading-preprocess", "worker-startup"
 COMPUTE, CHECKPOINT, EVALUATION, TEST, OTHER = "compute", "checkpoint", "evaluation", "test", "other"
-STALLED, HIDDEN, JUDGE_NOT = "stalled", "hidden", "cannot-judge"
+STALLED, HIDDEN, SERIAL, JUDGE_NOT = "stalled", "hidden", "serial", "cannot-judge"
 
 #: what to do about each reason the overlap cannot be judged
 REMEDIES = {
@@ -198,6 +200,8 @@ def _overlap_label(phase: PhaseOverlap, stall: float | None, overlap: Overlap, s
     DataLoader has none to show."""
     if stall is not None and stall >= STALL_SHARE:
         return STALLED, None
+    if phase.loading_main_s and not phase.loading_workers_s and (facts is None or facts.has_loader):
+        return SERIAL, None  # loaded between the steps, in the training process: nothing can be hidden
     if phase.verdict != CANNOT_JUDGE and (phase.loading_workers_s or facts is None or facts.has_loader):
         return HIDDEN, None
     reason = why_not_judged(phase, overlap, summary, facts)

@@ -130,15 +130,50 @@ def diagnose(neck: B.Bottleneck, overlap, summary, facts, graph=None, loops=None
                               "and training waits for every one", phase, True,
                               {"checkpoint_s": seconds, "saves": count}))
     elif neck.kind in (B.EVALUATION, B.TEST):
-        explains.append(Cause(EVALUATION, label, 0,
-                              f"{neck.text}: the evaluation's own compute, not its data, takes the time", phase, True,
+        waits = (focus.fetch_stall_share or 0) if focus is not None else 0
+        what = "the evaluation's own compute, not its data, takes the time" if waits < MINOR_STALL else \
+            f"mostly the evaluation's own compute; its loop also waits {waits:.0%} of its time for data"
+        explains.append(Cause(EVALUATION, label, 0, f"{neck.text}: {what}", phase, True,
                               {"phase_s": neck.figures.get("phase_s", 0.0)}))
-    elif focus is not None and (focus.fetch_stall_share or 0) >= MINOR_STALL:
+        if waits >= MINOR_STALL:  # minGPT: the evaluation's loader has no workers
+            others = _loader_causes(neck, focus, overlap, summary, facts, phase, label)
+            explains += [dataclasses.replace(c, explains=False) for c in others if c.id != PREFETCH]
+    elif focus is not None and _waits(focus, overlap):
         others = _loader_causes(neck, focus, overlap, summary, facts, phase, label)
         explains += [dataclasses.replace(c, explains=False) for c in others if c.id != PREFETCH]
+    explains += _other_phases(neck, overlap, summary, facts, label)
     others = _source_observations(graph, loops, facts) if graph is not None and loops is not None else []
     seen = {(c.id, c.path, c.line) for c in explains}
     return explains + [c for c in others if (c.id, c.path, c.line) not in seen]
+
+
+def _loop_phases(overlap) -> dict:
+    return {name: p for name, p in ((overlap.phases or {}).items() if overlap is not None else ())
+            if name in ("train", "evaluate", "test")}
+
+
+def _waits(phase, overlap) -> bool:
+    """Whether a phase that is not stalled still waits enough to report: >= MINOR_STALL of its
+    own loop, and of all the loop phases' time (a wait of a few milliseconds in a phase of a
+    few batches is not worth a cause)."""
+    loops = _loop_phases(overlap)
+    total = sum(p.span_s for p in loops.values()) if loops else phase.span_s
+    return (phase.fetch_stall_share or 0) >= MINOR_STALL and phase.fetch_wait_s >= MINOR_STALL * total
+
+
+def _other_phases(neck: B.Bottleneck, overlap, summary, facts, label: str) -> list[Cause]:
+    """The loader causes of the loop phases the verdict is not about that wait for data
+    (>= :data:`MINOR_STALL` of their own time and of all the loop phases' time), as
+    observations named by their phase: minGPT's training hides
+    its loading in two workers while its evaluation loads in the training process."""
+    out: list[Cause] = []
+    for name, phase in sorted(_loop_phases(overlap).items()):
+        if name == neck.phase or not _waits(phase, overlap):
+            continue
+        theirs = B.judge_bottleneck(overlap, summary, facts, name)
+        out += [dataclasses.replace(c, explains=False)
+                for c in _loader_causes(theirs, phase, overlap, summary, facts, name, label) if c.id != PREFETCH]
+    return out
 
 
 def _loader_place(facts, phase: str | None, label: str) -> tuple[str, int]:

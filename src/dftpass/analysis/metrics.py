@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 from dftpass.core import emitter as E
 from dftpass.traces import Overlap, Summary
+from dftpass.traces.overlap import stall_share
 
 LOWER, HIGHER, NEUTRAL = "lower", "higher", "neutral"
 
@@ -29,7 +30,7 @@ METRICS: dict[str, Metric] = {m.name: m for m in [
     Metric("wall_s", "s", LOWER, "wall time of the command (run.json)"),
     Metric("traced_span_s", "s", LOWER, "first to last traced event"),
     Metric("compute_s", "s", LOWER, "time in compute events (forward, backward, step, ...)"),
-    Metric("fetch_wait_s", "s", LOWER, "time the batch loop waited for data (fetch.iter)"),
+    Metric("fetch_wait_s", "s", LOWER, "time the batch loop waited for data (fetch.iter, fetch regions in training)"),
     Metric("fetch_block_s", "s", LOWER, "time in the batch loop's body (fetch.block)"),
     Metric("data_item_s", "s", LOWER, "time producing samples (data events, all processes)"),
     Metric("checkpoint_s", "s", LOWER, "time in checkpoint events"),
@@ -45,6 +46,15 @@ METRICS: dict[str, Metric] = {m.name: m for m in [
     Metric("fetch_stall_share", "", LOWER, "share of the batch loop spent waiting for data"),
     Metric("events", "", NEUTRAL, "events in the trace"),
 ]}
+
+
+def _fetch_regions_in_training(summary) -> float:
+    """Seconds of fetch regions (``fetch.start()`` / ``.stop()`` around ``next(it)``) in the
+    processes that train: their wait for a batch, like ``fetch.iter``'s."""
+    key = E.event("dataloader.fetch")
+    workers = {(p.file, p.pid) for p in summary.workers()}
+    return sum(cell.dur_ns for p in summary.processes.values() if (p.file, p.pid) not in workers
+               for k, cell in p.by_key.items() if k == key) / 1e9
 
 
 def _cat_total(summary: Summary, overlap: Overlap | None, cat: str) -> float:
@@ -63,12 +73,12 @@ def run_metrics(summary: Summary, overlap: Overlap | None, wall_s: float | None)
     fetch_block = E.event("dataloader.fetch", E.BLOCK_SUFFIX)[1]
     wait = summary.by_key.get((fetch_cat, fetch_iter))
     block = summary.by_key.get((fetch_cat, fetch_block))
-    loop = (wait.total_s if wait else 0.0) + (block.total_s if block else 0.0)
+    waited = (wait.total_s if wait else 0.0) + _fetch_regions_in_training(summary)
     return {
         "wall_s": wall_s,
         "traced_span_s": summary.span_s,
         "compute_s": _cat_total(summary, overlap, E.NODES["compute"][0]),
-        "fetch_wait_s": wait.total_s if wait else 0.0,
+        "fetch_wait_s": waited,
         "fetch_block_s": block.total_s if block else 0.0,
         "data_item_s": _cat_total(summary, overlap, E.NODES["data.item"][0]),
         "checkpoint_s": _cat_total(summary, overlap, E.NODES["checkpoint.capture"][0]),
@@ -81,7 +91,7 @@ def run_metrics(summary: Summary, overlap: Overlap | None, wall_s: float | None)
         "metadata_ops_per_s": io.metadata_ops_per_s,
         "read_bytes": float(io.read_bytes),
         "overlap_fraction": overlap.overlap_fraction if overlap else None,
-        "fetch_stall_share": (wait.total_s / loop) if wait and loop else None,
+        "fetch_stall_share": stall_share(waited, block.total_s if block else 0.0, summary.span_s),
         "events": float(summary.events),
     }
 

@@ -18,7 +18,7 @@ from typing import Iterable
 
 from dftpass.traces import COMPUTE, LOADING, class_events
 from dftpass.traces import names as N
-from dftpass.traces.classes import FETCH_WAIT
+from dftpass.traces.classes import FETCH_REGION, FETCH_WAIT
 
 RESOLUTION = 2000
 COLORS = {COMPUTE: "#3b6fb6", LOADING: "#e8912d"}
@@ -36,7 +36,7 @@ def intervals(paths: Iterable[str | Path], phases: dict | None = None
     for ev in class_events([str(p) for p in paths]):
         start = ev.ts_s
         if phases is not None:
-            row = N.PHASE_EVENTS.get((ev.cat, ev.name)) or ("waits for data" if ev.fetch == FETCH_WAIT else None)
+            row = N.PHASE_EVENTS.get((ev.cat, ev.name)) or ("waits for data" if ev.fetch in (FETCH_WAIT, FETCH_REGION) else None)
             if row:
                 phases.setdefault(row, []).append((start, start + ev.dur_s))
         if ev.cls not in COLORS:

@@ -157,6 +157,14 @@ def evaluates(fn: FunctionSummary) -> bool:
     return any(c.method == "eval" and not c.args for c in fn.calls)
 
 
+def evaluated_by_callers(graph, function_id: str) -> bool:
+    """Gradient-free because of where it is called: every resolved call of it sits in a
+    ``with torch.no_grad():`` (or ``inference_mode``) of its caller (minGPT's
+    ``eval_split``, called from a callback under ``no_grad``)."""
+    sites = list(graph.call_sites_of(function_id))
+    return bool(sites) and all(any(_last(w) in NO_GRAD for w in call.withs) for _, call in sites)
+
+
 def sibling(path: StmtPath, offset: int) -> StmtPath | None:
     field, index = path[-1]
     if index + offset < 0:

@@ -23,7 +23,8 @@ from typing import Iterable
 
 import numpy as np
 
-from dftpass.traces.classes import CATEGORY_SERIES, LOADING, LOADING_IN_MAIN, LOADING_IN_WORKERS, ClassEvent
+from dftpass.traces.classes import (CATEGORY_SERIES, FETCH_REGION, FETCH_WAIT, LOADING, LOADING_IN_MAIN,
+                                    LOADING_IN_WORKERS, NONE, ClassEvent)
 
 Sparse = tuple[np.ndarray, np.ndarray]  # (sorted bucket indices, values)
 _EMPTY: Sparse = (np.zeros(0, np.int64), np.zeros(0, np.int64))
@@ -129,7 +130,14 @@ def add_series(acc: BusyAccumulator, proc: np.ndarray, ts: np.ndarray, dur: np.n
                fetch: np.ndarray, cat: np.ndarray, worker: np.ndarray | None = None) -> None:
     """One block of timeline rows into ``acc``: each row in its overlap class (if any), its
     fetch series (if any) and its category's series; a loading row also by where it ran
-    (``worker``: per row, whether its process is a worker; None: none is)."""
+    (``worker``: per row, whether its process is a worker; None: none is). A fetch region in
+    a training process is its wait for a batch, not loading: loading there is serial with
+    compute by construction, as ``fetch.iter`` is."""
+    region = fetch == FETCH_REGION
+    if region.any():
+        waits = region if worker is None else region & ~worker
+        cls = np.where(waits, NONE, cls)
+        fetch = np.where(waits, FETCH_WAIT, fetch)  # a worker's stays FETCH_REGION: in no fetch series
     acc.add(proc, ts, dur, cls)
     acc.add(proc, ts, dur, fetch)
     acc.add(proc, ts, dur, np.where(cat >= 0, cat + CATEGORY_SERIES, -1))

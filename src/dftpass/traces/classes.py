@@ -40,6 +40,10 @@ from dftpass.traces.timeunit import TimeMetric
 NONE, COMPUTE, LOADING = -1, 0, 1
 #: the batch loop's wait for the next batch, and its body
 FETCH_WAIT, FETCH_BODY = 2, 3
+#: a fetch region (``fetch.start()``/``.stop()`` around ``next(it)``): the wait for a batch when
+#: a training process records it, loading when a worker does; told apart in pass 2, where the
+#: process's role is known (:func:`dftpass.traces.busy.add_series`)
+FETCH_REGION = -2
 #: series of the categories: CATEGORY_SERIES + the index of the cat in CATEGORY_NAMES
 CATEGORY_SERIES = 4
 #: data loading split by where it runs: in the processes that train, in worker processes
@@ -66,12 +70,15 @@ def category_of(cat: str) -> int:
 
 
 def fetch_series(cat: str, name: str) -> int:
-    """FETCH_WAIT for the loop's wait (``fetch.iter``), FETCH_BODY for its body, else NONE."""
+    """FETCH_WAIT for the loop's wait (``fetch.iter``), FETCH_BODY for its body, FETCH_REGION
+    for a fetch region, else NONE."""
     if cat == N.DATALOADER_CAT:
         if name == N.FETCH_ITER:
             return FETCH_WAIT
         if name == N.FETCH_BLOCK:
             return FETCH_BODY
+        if name == N.FETCH:
+            return FETCH_REGION
     return NONE
 
 

@@ -13,6 +13,8 @@ COMPUTE_CAT = E.NODES["compute"][0]
 DATA_CAT = E.NODES["data.item"][0]
 DATALOADER_CAT, FETCH_ITER = E.event("dataloader.fetch", E.ITER_SUFFIX)
 FETCH_BLOCK = E.event("dataloader.fetch", E.BLOCK_SUFFIX)[1]
+#: the fetch region itself (``fetch.start()`` / ``.stop()`` around ``next(it)``)
+FETCH = E.event("dataloader.fetch")[1]
 ITER_SUFFIX, BLOCK_SUFFIX = E.ITER_SUFFIX, E.BLOCK_SUFFIX
 
 META_CAT = E.TRACE_META_CAT

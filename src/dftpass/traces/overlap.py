@@ -69,8 +69,7 @@ class PhaseOverlap:
 
     @property
     def fetch_stall_share(self) -> float | None:
-        loop = self.fetch_wait_s + self.fetch_block_s
-        return self.fetch_wait_s / loop if loop else None
+        return stall_share(self.fetch_wait_s, self.fetch_block_s, self.span_s)
 
     def to_dict(self) -> dict:
         out = {k: getattr(self, k) for k in self.__dataclass_fields__}
@@ -160,10 +159,21 @@ def _figures(busy: ClassBusy, labels_of, phase: int | None) -> dict:
                             for i, name in enumerate(CATEGORY_NAMES) if len(busy.total(CATEGORY_SERIES + i)[0])})
 
 
-def _phase_verdict(f: dict, workers: int) -> tuple[str, str, float | None]:
+def stall_share(wait_s: float, block_s: float, span_s: float) -> float | None:
+    """The share of its loop a batch loop waits for data: wait / (wait + body) with
+    ``fetch.iter``; a loop whose waits are fetch regions (``next(it)`` between
+    ``fetch.start()`` and ``.stop()``) records no body, so its phase's span is the loop."""
+    if block_s:
+        return wait_s / (wait_s + block_s)
+    if wait_s and span_s:
+        return min(1.0, wait_s / span_s)
+    return None
+
+
+def _phase_verdict(f: dict, workers: int, span_s: float) -> tuple[str, str, float | None]:
     """(verdict, reason, overlap fraction) of one phase's figures."""
     wait, block = f["fetch_wait_s"], f["fetch_block_s"]
-    stall = wait / (wait + block) if wait + block else None
+    stall = stall_share(wait, block, span_s)
     stall_text = f"; the batch loop waits for data {stall:.1%} of its time" if stall is not None else ""
     compute, loading = f["compute_s"], f["loading_s"]
     if not compute and not wait:
@@ -213,7 +223,7 @@ def phases_of(summary: Summary, busy: ClassBusy, workers: int) -> tuple[dict[str
         if not (f["compute_s"] or f["loading_s"] or f["fetch_wait_s"] or f["fetch_block_s"] or
                 timeline.spans.get(name)):
             continue
-        verdict, reason, fraction = _phase_verdict(f, workers)
+        verdict, reason, fraction = _phase_verdict(f, workers, timeline.spans.get(name, 0) / 1e9)
         out[name] = PhaseOverlap(name, verdict, reason, timeline.spans.get(name, 0) / 1e9, **f,
                                  overlap_fraction=fraction)
     primary = "train" if "train" in out else max(
@@ -233,7 +243,7 @@ def judge(summary: Summary, busy: ClassBusy) -> Overlap:
     workers = {(p.host, p.pid) for p in summary.workers() if any(classify(*key) == LOADING for key in p.by_key)}
     phases, primary = phases_of(summary, busy, len(workers))
     whole = _figures(busy, None, None)
-    verdict, reason, fraction = _phase_verdict(whole, len(workers))
+    verdict, reason, fraction = _phase_verdict(whole, len(workers), summary.span_s)
     whole.update(first_fetch_s=summary.first_fetch[1] / 1e9, first_fetches=summary.first_fetch[0])
     whole_phase = PhaseOverlap("all", verdict, reason, summary.span_s, **whole, overlap_fraction=fraction)
     common = dict(compute_s=compute_ns / 1e9, loading_s=loading_ns / 1e9, overlap_s=overlap_ns / 1e9,

@@ -7,7 +7,7 @@ from dftpass.core.emitter import is_node
 from dftpass.core.loops import split_of
 from dftpass.core.passes import Case, Pass, PassKind
 from dftpass.core.placement import function_region, has_region
-from dftpass.plugins.knowledge import calls_at, evaluates, sibling, trains
+from dftpass.plugins.knowledge import calls_at, evaluated_by_callers, evaluates, sibling, trains
 
 PHASES = ("pipeline.train", "pipeline.evaluate", "pipeline.test")
 
@@ -19,7 +19,8 @@ class PipelinePhases(Pass):
         A function that runs a batch loop (``loops`` analysis) is a *train* phase when the
         loop does a backward pass or an optimizer step (itself or through the functions it
         calls), and an *evaluate* phase when it runs without gradients (``@torch.no_grad``,
-        ``with torch.inference_mode():``, ``model.eval()``). An evaluation function whose
+        ``with torch.inference_mode():``, ``model.eval()``, or every call of the function
+        sits in a caller's ``with torch.no_grad():``). An evaluation function whose
         name says ``test`` is a *test* phase. A loop that runs a step without showing a
         backward pass (a benchmark's ``framework.compute(batch)``, a framework's
         ``train_step(batch)``) is the phase of the data it runs over: the split is read from
@@ -79,6 +80,16 @@ class PipelinePhases(Pass):
             "from dftracer.python import ai\nimport torch\n\n\ndef step(model, batch, opt):\n"
             "    model(batch).backward()\n    opt.step()\n\n\n@ai.pipeline.train\n"
             "def run_epoch(model, train_dl, opt):\n    for batch in train_dl:\n        step(model, batch, opt)\n",
+        ),
+        Case(
+            # gradient-free because every caller runs it under no_grad
+            "import torch\n\n\ndef score(model, loader):\n    for x, y in loader:\n        model(x)\n\n\n"
+            "def on_batch_end(model, loader):\n    model.eval()\n    with torch.no_grad():\n"
+            "        score(model, loader)\n",
+            "from dftracer.python import ai\nimport torch\n\n\n@ai.pipeline.evaluate\ndef score(model, loader):\n"
+            "    for x, y in loader:\n        model(x)\n\n\n"
+            "def on_batch_end(model, loader):\n    model.eval()\n    with torch.no_grad():\n"
+            "        score(model, loader)\n",
         ),
         Case(
             # no backward pass in sight: the split of the data decides
@@ -143,7 +154,7 @@ def phase_of(graph, loops, function_id: str, batch: list) -> tuple[str, str] | N
 
     if trains(graph, function_id, in_batch_loop):
         return "pipeline.train", "runs a batch loop that trains"
-    if evaluates(fn):
+    if evaluates(fn) or evaluated_by_callers(graph, function_id):
         test = "test" in fn.name.lower() or any(f.split == "test" for f in batch)
         return ("pipeline.test" if test else "pipeline.evaluate"), "runs a batch loop without gradients"
     stepping = [f for f in batch if loops.does_step(function_id, {f.loop.index})]
