@@ -287,7 +287,9 @@ def _source_observations(graph, loops, facts) -> list[Cause]:
                 causes.append(Cause(NON_BLOCKING, fs.relpath, call.line,
                                     f"{call.callee}() without non_blocking=True: the host waits for every copy"))
     for facts_ in batch_loops.values():
-        if facts_.wrapped_by is None and facts_.loop.kind == "for":
+        # only a loop that iterates its loader: one whose batches come from next(it), a producer
+        # function (get_batch) or a feeding generator is timed there, not by wrapping its iterable
+        if facts_.wrapped_by is None and facts_.loop.kind == "for" and facts_.style == "iter":
             fs = graph.file_of(facts_.function)
             causes.append(Cause(UNWRAPPED, fs.relpath, facts_.loop.line,
                                 f"batch loop over {facts_.subject} not wrapped with fetch.iter: the trace cannot "
