@@ -95,7 +95,10 @@ def test_another_phase_is_judged_when_asked_and_compare_reads_the_default(zoo, a
     own (it waits little), ``--phase evaluate`` the evaluation loop's stall itself; an
     analysis saved for one phase is not the one ``compare`` reads."""
     annotated, ws = zoo
-    _analysis(zoo, analyses, "eval_bound")
+    baseline = _analysis(zoo, analyses, "eval_bound")
+    # by default, the few milliseconds training waits are information, the evaluation's stall an error
+    levels = {f["message"].split(":")[0]: f["severity"] for f in baseline["findings"] if f["rule"] == "ML-R24"}
+    assert (levels["train"], levels["evaluate"]) == ("info", "error"), levels
     run = ws / "eval_bound"
     assert R.dftpass("-q", "analyze", run, "--phase", "train") in (0, 1)
     saved = json.loads((run / "analysis.json").read_text(encoding="utf-8"))

@@ -138,7 +138,7 @@ def diagnose(neck: B.Bottleneck, overlap, summary, facts, graph=None, loops=None
         if waits >= MINOR_STALL:  # minGPT: the evaluation's loader has no workers
             others = _loader_causes(neck, focus, overlap, summary, facts, phase, label)
             explains += [dataclasses.replace(c, explains=False) for c in others if c.id != PREFETCH]
-    elif focus is not None and _waits(focus, overlap):
+    elif focus is not None and waits_materially(focus, overlap):
         others = _loader_causes(neck, focus, overlap, summary, facts, phase, label)
         explains += [dataclasses.replace(c, explains=False) for c in others if c.id != PREFETCH]
     explains += _other_phases(neck, overlap, summary, facts, label)
@@ -152,7 +152,7 @@ def _loop_phases(overlap) -> dict:
             if name in ("train", "evaluate", "test")}
 
 
-def _waits(phase, overlap) -> bool:
+def waits_materially(phase, overlap) -> bool:
     """Whether a phase that is not stalled still waits enough to report: >= MINOR_STALL of its
     own loop, and of all the loop phases' time (a wait of a few milliseconds in a phase of a
     few batches is not worth a cause)."""
@@ -168,7 +168,7 @@ def _other_phases(neck: B.Bottleneck, overlap, summary, facts, label: str) -> li
     its loading in two workers while its evaluation loads in the training process."""
     out: list[Cause] = []
     for name, phase in sorted(_loop_phases(overlap).items()):
-        if name == neck.phase or not _waits(phase, overlap):
+        if name == neck.phase or not waits_materially(phase, overlap):
             continue
         theirs = B.judge_bottleneck(overlap, summary, facts, name)
         out += [dataclasses.replace(c, explains=False)

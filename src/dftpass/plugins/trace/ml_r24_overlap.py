@@ -56,6 +56,7 @@ class ComputeLoaderOverlap(Pass):
 
     def run(self, ctx) -> None:
         from dftpass.analysis.bottleneck import JUDGE_NOT, REMEDIES, STALLED, why_not_judged
+        from dftpass.analysis.diagnosis import waits_materially
         from dftpass.traces.overlap import BELOW_TARGET, CANNOT_JUDGE, NO_OVERLAP
 
         run = ctx.analysis("traces")
@@ -76,7 +77,9 @@ class ComputeLoaderOverlap(Pass):
                 continue  # the edges of the phases (a loop's first wait just before its region opens)
             level = severity.get(phase.verdict, Severity.INFO)
             if name != neck.phase and level is Severity.ERROR:
-                level = Severity.WARNING  # the verdict is about the bottleneck's phase
+                # the verdict is about the bottleneck's phase; another phase's is a warning when
+                # its wait matters to the run, else information
+                level = Severity.WARNING if waits_materially(phase, overlap) else Severity.INFO
             text = phase.reason
             if phase.verdict == CANNOT_JUDGE:
                 reason = why_not_judged(phase, overlap, run.primary.analysis.summary, diagnosis.facts)
