@@ -99,6 +99,10 @@ def test_another_phase_is_judged_when_asked_and_compare_reads_the_default(zoo, a
     # by default, the few milliseconds training waits are information, the evaluation's stall an error
     levels = {f["message"].split(":")[0]: f["severity"] for f in baseline["findings"] if f["rule"] == "ML-R24"}
     assert (levels["train"], levels["evaluate"]) == ("info", "error"), levels
+    # throughput per phase: 4 training batches an epoch, 6 evaluation batches (96 samples of 16), 2 epochs
+    phases = baseline["overlap"]["phases"]
+    assert (phases["train"]["batches"], phases["evaluate"]["batches"]) == (8, 12), phases
+    assert phases["train"]["batches_per_s"] > 5 * phases["evaluate"]["batches_per_s"] > 0
     run = ws / "eval_bound"
     assert R.dftpass("-q", "analyze", run, "--phase", "train") in (0, 1)
     saved = json.loads((run / "analysis.json").read_text(encoding="utf-8"))

@@ -92,7 +92,8 @@ def repeats_line(a: dict) -> str:
 
 
 #: the columns of the per-phase table: (header, key, format)
-PHASE_COLUMNS = (("phase", "phase", "{}"), ("time s", "span_s", "{:.3f}"), ("compute s", "compute_s", "{:.3f}"),
+PHASE_COLUMNS = (("phase", "phase", "{}"), ("time s", "span_s", "{:.3f}"), ("batches", "batches", "{}"),
+                 ("batches/s", "batches_per_s", "{:.1f}"), ("compute s", "compute_s", "{:.3f}"),
                  ("loop waits s", "fetch_wait_s", "{:.3f}"), ("waits %", "fetch_stall_share", "pct"),
                  ("first batches s", "first_fetch_s", "{:.3f}"), ("loading, workers s", "loading_workers_s", "{:.3f}"),
                  ("loading, main s", "loading_main_s", "{:.3f}"), ("verdict", "verdict", "{}"))

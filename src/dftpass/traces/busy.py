@@ -23,7 +23,7 @@ from typing import Iterable
 
 import numpy as np
 
-from dftpass.traces.classes import (CATEGORY_SERIES, FETCH_REGION, FETCH_WAIT, LOADING, LOADING_IN_MAIN,
+from dftpass.traces.classes import (BATCHES, CATEGORY_SERIES, FETCH_REGION, FETCH_WAIT, LOADING, LOADING_IN_MAIN,
                                     LOADING_IN_WORKERS, NONE, ClassEvent)
 
 Sparse = tuple[np.ndarray, np.ndarray]  # (sorted bucket indices, values)
@@ -69,6 +69,14 @@ class BusyAccumulator:
         self.width = int(width_ns)
         self._parts: dict[tuple[int, int], list[Sparse]] = {}
         self._pending: dict[tuple[int, int], int] = {}
+        self._counts: dict[int, list[Sparse]] = {}
+
+    def count(self, series: int, at_ns: np.ndarray) -> None:
+        """Count events of ``series`` in the buckets of the times ``at_ns`` (a count, not
+        busy time: kept in :attr:`ClassBusy.totals`, added over processes)."""
+        if len(at_ns):
+            buckets, counts = np.unique(at_ns // self.width, return_counts=True)
+            self._counts.setdefault(series, []).append((buckets.astype(np.int64), counts.astype(np.int64)))
 
     def add(self, proc: np.ndarray, ts: np.ndarray, dur: np.ndarray, cls: np.ndarray) -> None:
         keep = cls >= 0
@@ -97,8 +105,9 @@ class BusyAccumulator:
         for (_, cls), parts in self._parts.items():
             buckets, total = _fold(parts, np.add)
             per_class.setdefault(cls, []).append((buckets, np.minimum(total, self.width)))
-        return ClassBusy(self.width, {cls: _fold(parts, np.maximum) for cls, parts in per_class.items()},
-                         {cls: _fold(parts, np.add) for cls, parts in per_class.items()})
+        totals = {cls: _fold(parts, np.add) for cls, parts in per_class.items()}
+        totals.update({series: _fold(parts, np.add) for series, parts in self._counts.items()})
+        return ClassBusy(self.width, {cls: _fold(parts, np.maximum) for cls, parts in per_class.items()}, totals)
 
 
 def busy_of_events(events: Iterable[ClassEvent], width_s: float, block: int = 1 << 16,
@@ -140,6 +149,9 @@ def add_series(acc: BusyAccumulator, proc: np.ndarray, ts: np.ndarray, dur: np.n
         fetch = np.where(waits, FETCH_WAIT, fetch)  # a worker's stays FETCH_REGION: in no fetch series
     acc.add(proc, ts, dur, cls)
     acc.add(proc, ts, dur, fetch)
+    waited = fetch == FETCH_WAIT
+    if waited.any():  # one wait, one batch: counted where the batch arrived
+        acc.count(BATCHES, ts[waited] + np.maximum(dur[waited], 0))
     acc.add(proc, ts, dur, np.where(cat >= 0, cat + CATEGORY_SERIES, -1))
     loading = cls == LOADING
     if loading.any():

@@ -48,6 +48,8 @@ FETCH_REGION = -2
 CATEGORY_SERIES = 4
 #: data loading split by where it runs: in the processes that train, in worker processes
 LOADING_IN_MAIN, LOADING_IN_WORKERS = 40, 41
+#: the batches the training loops received (a count per bucket, not busy time)
+BATCHES = 42
 #: dftracer's own categories, then POSIX/STDIO calls, then everything else (generic regions'
 #: module names, dynamo, PP, ...)
 SYSCALL_CATEGORY = "POSIX/STDIO"

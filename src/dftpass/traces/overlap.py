@@ -23,7 +23,7 @@ import numpy as np
 
 from dftpass.traces import names as N
 from dftpass.traces.busy import ClassBusy, Sparse
-from dftpass.traces.classes import (CATEGORY_NAMES, CATEGORY_SERIES, COMPUTE, FETCH_BODY, FETCH_WAIT, LOADING,
+from dftpass.traces.classes import (BATCHES, CATEGORY_NAMES, CATEGORY_SERIES, COMPUTE, FETCH_BODY, FETCH_WAIT, LOADING,
                                     LOADING_IN_MAIN, LOADING_IN_WORKERS, NONE, classify)
 from dftpass.traces.phases import LABELS, PhaseTimeline
 from dftpass.traces.sketch import LogHistogram
@@ -66,6 +66,12 @@ class PhaseOverlap:
     overlap_fraction: float | None = None
     first_fetch_s: float = 0.0       # the waits for a loop's first batch (workers starting, caches filling)
     first_fetches: int = 0
+    batches: int = 0                 # the batches the phase's loops received (one per wait)
+
+    @property
+    def batches_per_s(self) -> float | None:
+        """The phase's throughput: batches over the time its regions cover."""
+        return self.batches / self.span_s if self.batches and self.span_s else None
 
     @property
     def fetch_stall_share(self) -> float | None:
@@ -74,6 +80,7 @@ class PhaseOverlap:
     def to_dict(self) -> dict:
         out = {k: getattr(self, k) for k in self.__dataclass_fields__}
         out["fetch_stall_share"] = self.fetch_stall_share
+        out["batches_per_s"] = self.batches_per_s
         return out
 
 
@@ -155,6 +162,7 @@ def _figures(busy: ClassBusy, labels_of, phase: int | None) -> dict:
                 loading_main_s=seconds(busy.total(LOADING_IN_MAIN)),
                 loading_workers_s=seconds(busy.total(LOADING_IN_WORKERS)),
                 fetch_wait_s=seconds(busy.get(FETCH_WAIT)), fetch_block_s=seconds(busy.get(FETCH_BODY)),
+                batches=int(_in(busy.total(BATCHES), labels_of, phase)[1].sum()),
                 categories={name: round(seconds(busy.total(CATEGORY_SERIES + i)), 9)
                             for i, name in enumerate(CATEGORY_NAMES) if len(busy.total(CATEGORY_SERIES + i)[0])})
 
