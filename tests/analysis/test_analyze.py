@@ -194,3 +194,36 @@ def test_analyze_of_a_run_keeps_its_cache_in_the_workspace(tmp_path, cli, tiny_p
     assert second["overlap"] == first["overlap"] and second["metrics"] == first["metrics"]
     # the workspace's runs are still its runs: the cache folder is not one of them
     assert cli("report", ws).code == 0
+
+
+MISPLACED_ROOT = '''
+import time
+from dftracer.python import ai, dftracer
+
+log = dftracer.initialize_log(logfile=None, data_dir=None, process_id=-1)
+try:
+    with ai:  # the root around one short call, not around the program's work
+        time.sleep(0.001)
+    for step in range(20):
+        with ai.compute.forward:
+            time.sleep(0.02)
+finally:
+    log.finalize()
+'''
+
+
+def test_a_root_region_that_misses_the_work_is_a_finding_and_the_wall_time_adds_up(tmp_path, cli):
+    """The time of a run in parts that add up to its wall time; a root region around 1 ms of
+    a 0.4 s program is named, with ML-R1's placement."""
+    pytest.importorskip("dftracer.python", reason="the dftracer package is not installed")
+    (tmp_path / "prog").mkdir()
+    (tmp_path / "prog" / "misplaced.py").write_text(MISPLACED_ROOT)
+    ws = tmp_path / "ws"
+    assert cli("trace", "--label", "r", "--workspace", ws, "--cwd", tmp_path / "prog", "--", PY, "misplaced.py").code == 0
+    a = json.loads(cli("analyze", ws / "r", "--json").out)
+    acc = a["time_accounting"]
+    parts = acc["inside_root_s"] + acc["traced_outside_root_s"] + acc["untraced_before_s"] + acc["untraced_after_s"]
+    assert parts == pytest.approx(acc["wall_s"], rel=0.01)
+    assert acc["root"] and acc["inside_root_s"] < 0.05 and acc["traced_outside_root_s"] > 0.35
+    [root] = [f for f in a["findings"] if f["rule"] == "ML-R15" and "root region covers" in f["message"]]
+    assert root["severity"] == "warning" and "ML-R1" in root["message"], root
