@@ -63,3 +63,19 @@ def test_damaged_entries_are_misses_and_an_unwritable_cache_only_costs_speed(tmp
     blocked = tmp_path / "blocked"
     blocked.write_text("a file where the cache folder would go")
     assert analyze([traces], cache=TraceCache(blocked / "cache")).overlap == analyze([traces]).overlap
+
+
+def test_the_key_sees_every_byte_of_a_file_shorter_than_both_ends(tmp_path):
+    """A file between one and two edges long is hashed whole: a copy that kept the size and
+    the mtime (``cp -p``) but not the bytes in the middle is a new file."""
+    from dftpass.traces.cache import EDGE, file_key
+
+    path = tmp_path / "t.pfw"
+    data = bytearray(b"x" * (EDGE + EDGE // 2))
+    path.write_bytes(bytes(data))
+    stat = path.stat()
+    before = file_key(path)
+    data[EDGE + 10] = ord("y")
+    path.write_bytes(bytes(data))
+    os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+    assert file_key(path) != before

@@ -43,8 +43,8 @@ def file_key(path: str | Path) -> str | None:
         digest.update(f"{FORMAT}\0{real}\0{st.st_size}\0{st.st_mtime_ns}\0{st.st_ino}\0".encode())
         with open(real, "rb") as fh:
             digest.update(fh.read(EDGE))
-            if st.st_size > 2 * EDGE:
-                fh.seek(-EDGE, os.SEEK_END)
+            if st.st_size > EDGE:  # the last EDGE bytes, or all the rest of a shorter file
+                fh.seek(max(EDGE, st.st_size - EDGE))
                 digest.update(fh.read(EDGE))
         return digest.hexdigest()
     except OSError:
