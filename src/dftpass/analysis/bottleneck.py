@@ -79,10 +79,6 @@ class Bottleneck:
     #: the reason the overlap cannot be judged and what to do, when it cannot
     remedy: str | None = None
 
-    @property
-    def cannot_judge(self) -> str | None:
-        return self.overlap.split(":", 1)[1] if self.overlap.startswith(JUDGE_NOT + ":") else None
-
     def to_dict(self) -> dict:
         return {"kind": self.kind, "phase": self.phase, "overlap": self.overlap, "text": self.text,
                 "figures": self.figures, "remedy": self.remedy}

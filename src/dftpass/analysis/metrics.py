@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 from dftpass.core import emitter as E
 from dftpass.traces import Overlap, Summary
+from dftpass.traces import names as N
 from dftpass.traces.overlap import stall_share
 
 LOWER, HIGHER, NEUTRAL = "lower", "higher", "neutral"
@@ -51,7 +52,7 @@ METRICS: dict[str, Metric] = {m.name: m for m in [
 def _fetch_regions_in_training(summary) -> float:
     """Seconds of fetch regions (``fetch.start()`` / ``.stop()`` around ``next(it)``) in the
     processes that train: their wait for a batch, like ``fetch.iter``'s."""
-    key = E.event("dataloader.fetch")
+    key = (N.DATALOADER_CAT, N.FETCH)
     workers = {(p.file, p.pid) for p in summary.workers()}
     return sum(cell.dur_ns for p in summary.processes.values() if (p.file, p.pid) not in workers
                for k, cell in p.by_key.items() if k == key) / 1e9
@@ -69,10 +70,8 @@ def _cat_total(summary: Summary, overlap: Overlap | None, cat: str) -> float:
 def run_metrics(summary: Summary, overlap: Overlap | None, wall_s: float | None) -> dict[str, float | None]:
     """The metrics of one repeat of a run."""
     io = summary.io("syscall")
-    fetch_cat, fetch_iter = E.event("dataloader.fetch", E.ITER_SUFFIX)
-    fetch_block = E.event("dataloader.fetch", E.BLOCK_SUFFIX)[1]
-    wait = summary.by_key.get((fetch_cat, fetch_iter))
-    block = summary.by_key.get((fetch_cat, fetch_block))
+    wait = summary.by_key.get((N.DATALOADER_CAT, N.FETCH_ITER))
+    block = summary.by_key.get((N.DATALOADER_CAT, N.FETCH_BLOCK))
     waited = (wait.total_s if wait else 0.0) + _fetch_regions_in_training(summary)
     return {
         "wall_s": wall_s,

@@ -35,17 +35,6 @@ def _iops_text(io: dict) -> str:
     return f"{io['iops']:.0f} IOPS"
 
 
-def outside_text(o: dict) -> str:
-    """``wall 13.10 s, traced span 4.50 s: 8.60 s (66%) outside it (8.31 s before ...)``."""
-    share = o["outside_s"] / o["wall_s"] if o["wall_s"] else 0.0
-    text = (f"wall {o['wall_s']:.2f} s, traced span {o['span_s']:.2f} s: {o['outside_s']:.2f} s ({share:.0%}) "
-            "of the wall time is outside the trace")
-    if o.get("before_s") is not None:
-        text += (f" ({o['before_s']:.2f} s before the first event: start-up, imports, set-up before "
-                 f"initialization; {o['after_s']:.2f} s after the last: finalize, shutdown)")
-    return text
-
-
 def accounting_lines(t: dict | None) -> list[str]:
     """The wall time in parts that add up: inside the root, traced outside it, untraced."""
     if not t or not t.get("wall_s"):
@@ -159,8 +148,6 @@ def text(a: dict, top: int = 12) -> str:
              f"({', '.join(f'{n} {r}' for r, n in sorted(a['processes']['roles'].items()))}), "
              f"traced span {a['span_s']:.2f} s",
              *[f"  {line}" for line in accounting_lines(a.get("time_accounting"))]]
-    if not a.get("time_accounting") and a.get("outside_span"):
-        lines.append(f"  {outside_text(a['outside_span'])}")
     lines += ["", *_diagnosis_lines(a)]
     phases = _phases(a)
     if phases:

@@ -66,7 +66,6 @@ class AnalyzeResult:
             "spread": {m: self.traces.spread(m) for m in METRICS},
             "events": summary.events,
             "span_s": summary.span_s,
-            "outside_span": outside_span(primary.record, summary),
             "time_accounting": account(primary.record, summary),
             "hosts": summary.hosts,
             "processes": {"count": len(summary.processes), "roles": roles},
@@ -93,16 +92,6 @@ class AnalyzeResult:
             "checklist": [v.__dict__ for v in self.checklist],
             "problems": [str(p) for p in summary.problems],
         }
-
-
-def outside_span(record: dict, summary) -> dict | None:
-    """How much of the run's wall time lies outside the traced span: before the first event
-    and after the last (see :mod:`dftpass.analysis.accounting`, which splits the rest)."""
-    acc = account(record, summary)
-    if acc is None or not acc["wall_s"]:
-        return None
-    return {"wall_s": acc["wall_s"], "span_s": acc["span_s"], "outside_s": acc["untraced_s"],
-            "before_s": acc["untraced_before_s"], "after_s": acc["untraced_after_s"]}
 
 
 def _processes(summary) -> list[dict]:
