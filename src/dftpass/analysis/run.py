@@ -179,13 +179,12 @@ def analyze_path(path: Path, config: Config, manager: PassManager, *, project: P
 
 def run_used_gpu(record: dict, facts) -> bool | None:
     """Whether the run had a GPU and the program uses one; None when the machine was not
-    recorded (runs made before ``run.json`` kept it)."""
+    recorded (runs made before ``run.json`` kept it). With the source, the program's facts
+    decide (:attr:`~dftpass.analysis.context.ProgramFacts.gpu`, from the same run.json)."""
+    if facts is not None:
+        return facts.gpu
     machine = record.get("machine")
-    if not machine:
-        return None
-    if not machine.get("gpu"):
-        return False
-    return True if facts is None else bool(facts.gpu_code)
+    return bool(machine.get("gpu")) if machine else None
 
 
 def save(result: AnalyzeResult) -> Path | None:
