@@ -40,22 +40,29 @@ def pitfalls(analysis: dict) -> list[tuple[str, str, str]]:
     return out
 
 
-def record(workspace: Path, analysis: dict, today: dt.date | None = None) -> int:
-    """Append the run's new pitfalls to ``<workspace>/lessons.md``; returns how many were new."""
+def _append(workspace: Path, entries: list[tuple[str, str, str]], today: dt.date | None) -> int:
+    """Append the ``(key, heading, body)`` entries whose key is not in ``lessons.md`` yet,
+    dated, in one atomic write; returns how many were new."""
     path = Path(workspace) / "lessons.md"
     text = path.read_text(encoding="utf-8") if path.is_file() else HEADER
     known = set(_KEY.findall(text))
     day = (today or dt.date.today()).isoformat()
     added = []
-    for identity, title, detail in pitfalls(analysis):
-        key = _key(analysis["label"], identity)
+    for key, heading, body in entries:
         if key in known:
             continue
         known.add(key)
-        added.append(f"\n## {day} `{analysis['label']}`: {title}\n<!-- lesson {key} -->\n\n{detail}\n")
+        added.append(f"\n## {day} {heading}\n<!-- lesson {key} -->\n\n{body}\n")
     if added:
         atomic_write(path, (text.rstrip("\n") + "\n" + "".join(added)).encode("utf-8"), Path(workspace))
     return len(added)
+
+
+def record(workspace: Path, analysis: dict, today: dt.date | None = None) -> int:
+    """Append the run's new pitfalls to ``<workspace>/lessons.md``; returns how many were new."""
+    label = analysis["label"]
+    return _append(workspace, [(_key(label, identity), f"`{label}`: {title}", detail)
+                               for identity, title, detail in pitfalls(analysis)], today)
 
 
 def _seconds(imp: dict) -> str:
@@ -70,23 +77,15 @@ def record_impacts(workspace: Path, impacts: list[dict], today: dt.date | None =
     ``<workspace>/lessons.md``, once per (run, baseline, proposal); returns how many were new.
     The record is what later estimates are checked against: a formula that keeps promising
     more than runs deliver shows here first."""
-    path = Path(workspace) / "lessons.md"
-    text = path.read_text(encoding="utf-8") if path.is_file() else HEADER
-    known = set(_KEY.findall(text))
-    day = (today or dt.date.today()).isoformat()
-    added = []
+    entries = []
     for imp in impacts:
-        key = _key(imp["run"], f"impact {imp['against']} {imp['proposal']}")
-        if key in known or imp.get("actual_app_pct") is None:
+        if imp.get("actual_app_pct") is None:
             continue
-        known.add(key)
         estimate = imp.get("estimated_app_pct")
         est = "no estimate" if estimate is None else f"estimated {estimate:.1f}% of the wall time"
         formula = f" ({imp['formula']})" if imp.get("formula") else ""
-        added.append(f"\n## {day} `{imp['run']}`: {imp['proposal']} applied, {est}, measured "
-                     f"{imp['actual_app_pct']:.1f}%\n<!-- lesson {key} -->\n\nAgainst `{imp['against']}`: "
-                     f"{est}{formula}; the wall time changed by {-imp['actual_app_pct']:+.1f}%"
-                     f"{_seconds(imp)}.\n")
-    if added:
-        atomic_write(path, (text.rstrip("\n") + "\n" + "".join(added)).encode("utf-8"), Path(workspace))
-    return len(added)
+        entries.append((_key(imp["run"], f"impact {imp['against']} {imp['proposal']}"),
+                        f"`{imp['run']}`: {imp['proposal']} applied, {est}, measured {imp['actual_app_pct']:.1f}%",
+                        f"Against `{imp['against']}`: {est}{formula}; the wall time changed by "
+                        f"{-imp['actual_app_pct']:+.1f}%{_seconds(imp)}."))
+    return _append(workspace, entries, today)
