@@ -47,7 +47,7 @@ def _add_pipeline_options(p: argparse.ArgumentParser, plugin_pm=None) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from dftpass.commands import analysis, annotate, info, install, runs, strip
+    from dftpass.commands import analysis, annotate, info, install, optimize, runs, strip
 
     # Plugins may add options to the annotation commands; they are found before parsing
     # (entry points only: `plugins.disable` of the configuration cannot be known yet).
@@ -110,6 +110,7 @@ def build_parser() -> argparse.ArgumentParser:
     runs.add_parser(sub)
     install.add_parser(sub)
     analysis.add_parsers(sub)
+    optimize.add_parser(sub)
 
     p = sub.add_parser("plugins", help="the plugins and the passes each contributes")
     add_config_options(p, rules=False, jobs=False)
@@ -128,7 +129,13 @@ def main(argv: list[str] | None = None) -> int:
     _bytes_through(sys.stdout)
     _bytes_through(sys.stderr)
     parser = build_parser()
-    args = parser.parse_args(argv)
+    argv = list(sys.argv[1:] if argv is None else argv)
+    # A program's command follows "--" (trace, optimize). argparse's subcommands mishandle
+    # options after a positional with "--" later on, so the command is split off first.
+    command = argv[argv.index("--"):] if "--" in argv else None
+    args = parser.parse_args(argv[: len(argv) - len(command)] if command else argv)
+    if command is not None and hasattr(args, "cmd"):
+        args.cmd = command
     log.configure(args.log_format, -1 if args.quiet else args.verbose)
     if not getattr(args, "func", None):
         parser.print_help()

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from dftpass.analysis import judge
 from dftpass.analysis.metrics import HIGHER, LOWER, METRICS
 
 THRESHOLD_PCT = 5.0
@@ -55,6 +56,10 @@ class Comparison:
     rows: list[Row]
     verdicts: list[str]  # one per non-baseline run
     proposal_impacts: list[dict] = field(default_factory=list)
+    #: per non-baseline run: {"same_work": Verdict dict, "same_output": Verdict dict}
+    judgements: list[dict] = field(default_factory=list)
+    #: runs whose own repeats differ in work or output (an unseeded program)
+    unsteady: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict:
         return {
@@ -65,6 +70,8 @@ class Comparison:
                       "cells": [c.__dict__ for c in r.cells]} for r in self.rows],
             "verdicts": self.verdicts,
             "proposal_impacts": self.proposal_impacts,
+            "judgements": self.judgements,
+            "unsteady": self.unsteady,
         }
 
 
@@ -126,7 +133,11 @@ def compare(analyses: list[dict]) -> Comparison:
                             "measured_saved_s": _saved(before, other, metric),
                             "span_saved_s": _saved(before, other, "traced_span_s"),
                             "wall_saved_s": _saved(before, other, "wall_s")})
-    return Comparison([a["label"] for a in analyses], [len(a["repeats"]) for a in analyses], rows, verdicts, impacts)
+    judgements = [{"same_work": judge.same_work(base, o).to_dict(), "same_output": judge.same_output(base, o).to_dict()}
+                  for o in analyses[1:]]
+    unsteady = [v.reason for v in (judge.repeats_agree_on_work(a) for a in analyses) if v.same is False]
+    return Comparison([a["label"] for a in analyses], [len(a["repeats"]) for a in analyses], rows, verdicts, impacts,
+                      judgements, unsteady)
 
 
 def _saved(before: dict, after: dict, metric: str | None) -> float | None:
@@ -146,6 +157,15 @@ def _cannot_judge(base: dict, other: dict) -> str | None:
     if not other.get("events") and base.get("events"):
         return (f"{other['label']} has no trace events and {base['label']} has: it did not run the traced "
                 "work (see its analysis), so its wall time says nothing about the change")
+    unsteady = [v.reason for v in (judge.repeats_agree_on_work(r) for r in (base, other)) if v.same is False]
+    if unsteady:
+        return unsteady[0]
+    work = judge.same_work(base, other)
+    if work.same is False:
+        return work.reason
+    output = judge.same_output(base, other)
+    if output.same is False:
+        return f"the runs computed different results ({output.reason.removeprefix('the outputs differ: ')})"
     return None
 
 

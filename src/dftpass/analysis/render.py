@@ -309,8 +309,21 @@ def compare_text(cmp: dict, color: bool = False) -> str:
     lines += ["", f"+ improved, - regressed (beyond ±{cmp['threshold_pct']:.0f}% in the metric's direction), "
                   "= neutral, ~ within the spread between repeats"]
     lines += [""] + cmp["verdicts"]
+    lines += judgement_lines(cmp)
     lines += [impact_line(imp) for imp in cmp["proposal_impacts"]]
     return "\n".join(lines)
+
+
+def judgement_lines(cmp: dict, bullet: str = "") -> list[str]:
+    """Same work and same output, per compared run, and repeats that disagree."""
+    out = []
+    for label, j in zip(cmp["labels"][1:], cmp.get("judgements", [])):
+        for what, key in (("work", "same_work"), ("output", "same_output")):
+            v = j[key]
+            word = {True: "same", False: "DIFFERENT", None: "cannot tell"}[v["same"]]
+            out.append(f"{bullet}{label}: {what} {word}: {v['reason']}")
+    out += [f"{bullet}note: {reason}" for reason in cmp.get("unsteady", [])]
+    return out
 
 
 def impact_line(imp: dict, code: str = "") -> str:
@@ -346,5 +359,6 @@ def compare_markdown(cmp: dict) -> str:
     out += ["", f"🟢 improved, 🔴 regressed beyond ±{cmp['threshold_pct']:.0f}% (lower time, higher bandwidth is "
                 "better), ⚪ within ±5%.", ""]
     out += [f"- {v}" for v in cmp["verdicts"]]
+    out += judgement_lines(cmp, bullet="- ")
     out += [f"- {impact_line(imp, code='`')}" for imp in cmp["proposal_impacts"]]
     return "\n".join(out)

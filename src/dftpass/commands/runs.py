@@ -42,10 +42,12 @@ def cmd_trace(args: argparse.Namespace) -> int:
         for problem in rep.get("problems", []):
             print(f"  warning: {problem}", file=sys.stderr)
 
+    from dftpass.commands.optimize import output_options
+
     try:
         run = trace(args.workspace, args.label, command, cwd=args.cwd, data_dir=data_dir, repeats=args.repeat,
                     append=args.append, chunk_mb=config.get("trace.chunk-mb"), compact=not args.no_compact,
-                    applies=args.applies, on_repeat=show)
+                    applies=args.applies, on_repeat=show, keep=output_options(args, config, echo=True))
     except LayoutError as exc:
         raise UsageError(str(exc)) from exc
     print(f"run recorded in {run.run_file}", file=sys.stderr)
@@ -63,6 +65,9 @@ def add_parser(sub) -> None:
     p.add_argument("--no-compact", action="store_true", help="keep only the raw traces")
     p.add_argument("--applies", action="append", default=[], metavar="PROPOSAL",
                    help="the proposal id(s) this run applies (compare then measures their real impact)")
+    from dftpass.commands.optimize import add_output_arguments
+
+    add_output_arguments(p)
     add_config_options(p, rules=False, jobs=False)
     p.add_argument("cmd", nargs=argparse.REMAINDER, help="-- COMMAND ...")
     p.set_defaults(func=cmd_trace, project=None)

@@ -26,6 +26,7 @@ import attrs
 import yaml
 
 from dftpass.core.errors import UserError
+from dftpass.runs.outputs import DEFAULT_MASKS
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -112,6 +113,17 @@ DEFAULT_EXCLUDE = [
     "**/*-dftpass/**",
 ]
 
+def _regexes(value: Any) -> bool:
+    if not _list_of_str(value):
+        return False
+    try:
+        for pattern in value:
+            re.compile(pattern)
+    except re.error:
+        return False
+    return True
+
+
 KEYS: dict[str, KeySpec] = {
     "rules.select": KeySpec(
         None,
@@ -155,6 +167,12 @@ KEYS: dict[str, KeySpec] = {
         None, lambda v: v is None or _str(v), "a string", "DFTRACER_DATA_DIR for traced runs"
     ),
     "trace.chunk-mb": KeySpec(64, _int, "an integer", "size bound of one compacted trace chunk"),
+    "outputs.mask": KeySpec(
+        list(DEFAULT_MASKS), _regexes, "a list of Python regular expressions",
+        "text of a run's standard output replaced before runs are compared (timings, dates, addresses)"),
+    "optimize.min-gain-pct": KeySpec(
+        2.0, lambda v: isinstance(v, (int, float)) and not isinstance(v, bool) and v >= 0, "a number >= 0",
+        "the least median gain (% of the wall time) optimize keeps, beyond the noise between repeats"),
 }
 #: keys whose value is a mapping that merges across layers instead of being replaced
 _MERGED = ("rules.options",)

@@ -6,6 +6,7 @@
     run.json                    what ran: command, environment, revision, times, exit codes, files
     traces/raw/rep-<k>/         DFTRACER_LOG_FILE points here (one folder per repeat)
     traces/compact/rep-<k>/     gzip chunks of bounded size, made after the run
+    outputs/rep-<k>/            the program's standard output (as printed, and masked)
   patches/                      unified diffs (the annotation, each iteration)
   report.md, report.html, lessons.md
 ```
@@ -64,6 +65,10 @@ class RunDir:
     def compact(self, repeat: int | None = None) -> Path:
         base = self.path / "traces" / "compact"
         return base if repeat is None else base / f"rep-{repeat}"
+
+    def outputs(self, repeat: int) -> Path:
+        """What the repeat printed and wrote (:mod:`dftpass.runs.outputs`)."""
+        return self.path / "outputs" / f"rep-{repeat}"
 
     def log_prefix(self, repeat: int) -> Path:
         return self.raw(repeat) / TRACE_PREFIX

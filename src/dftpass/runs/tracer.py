@@ -22,10 +22,12 @@ import time
 from pathlib import Path
 from typing import Sequence
 
+import attrs
 import structlog
 
 from dftpass.core import emitter
 from dftpass.core.writer import atomic_write
+from dftpass.runs import outputs
 from dftpass.runs.compact import compact_dir
 from dftpass.runs.layout import RunDir, run_dir
 
@@ -94,28 +96,45 @@ def posix_hazard(command: Sequence[str], cwd: Path) -> str | None:
     return None
 
 
+@attrs.frozen
+class OutputOptions:
+    """What a repeat's outputs record (:mod:`dftpass.runs.outputs`): the masks of its
+    standard output, extra places its files land, the user's check command, and whether the
+    program's output is also shown on the terminal."""
+
+    masks: tuple[str, ...] = outputs.DEFAULT_MASKS
+    places: tuple[str, ...] = ()
+    check: str | None = None
+    echo: bool = True
+
+
 def _run_once(run: RunDir, k: int, command: Sequence[str], cwd: Path, env: dict[str, str],
-              chunk_mb: int, compact: bool) -> dict:
+              chunk_mb: int, compact: bool, keep: OutputOptions = OutputOptions()) -> dict:
     raw = run.raw(k)
     shutil.rmtree(raw, ignore_errors=True)
     shutil.rmtree(run.compact(k), ignore_errors=True)
+    shutil.rmtree(run.outputs(k), ignore_errors=True)
     raw.mkdir(parents=True)  # dftracer does not create the folder of DFTRACER_LOG_FILE
+    run.outputs(k).mkdir(parents=True)
     data_dir = env.get(emitter.ENV_DATA_DIR)
     hazard = None if data_dir else posix_hazard(command, cwd)
     child_env = {**env, **emitter.traced_env(str(run.log_prefix(k)), data_dir, posix=hazard is None)}
     if hazard:
         log.warning("POSIX interception off", reason=hazard)
-    start, t0 = _now(), time.monotonic()
+    start, t0, since_ns = _now(), time.monotonic(), time.time_ns() - 1_000_000
     interrupted = False
     launch_error = None
     try:
-        proc = subprocess.Popen(list(command), cwd=cwd, env=child_env)
+        proc = subprocess.Popen(list(command), cwd=cwd, env=child_env, stdout=subprocess.PIPE)
+        pump = outputs.tee(proc.stdout, run.outputs(k) / outputs.STDOUT,
+                           getattr(sys.stdout, "buffer", None) if keep.echo else None)
         try:
             code = proc.wait()
         except KeyboardInterrupt:
             interrupted = True
             proc.send_signal(signal.SIGINT)
             code = proc.wait()
+        pump.join()
     except OSError as exc:
         code = 127
         launch_error = f"cannot run {command[0]!r} in {cwd}: {exc.strerror or exc}"
@@ -135,6 +154,12 @@ def _run_once(run: RunDir, k: int, command: Sequence[str], cwd: Path, env: dict[
         "trace_files": [{"name": p.name, "bytes": p.stat().st_size} for p in files],
         "empty_trace_files": [p.name for p in files if p.stat().st_size == 0],
     }
+    if not interrupted and launch_error is None:
+        record["outputs"] = {
+            "stdout": outputs.record_stdout(run.outputs(k), keep.masks),
+            "files": outputs.record_files(command, cwd, since_ns, exclude=[run.path], extra=keep.places),
+            "check": outputs.run_check(keep.check, cwd, child_env, keep.masks) if keep.check else None,
+        }
     log.info("traced run", label=run.label, repeat=k, exit_code=code, wall_s=round(wall, 3), trace_files=len(files))
     if hazard:
         record["notes"] = [f"{emitter.ENV_DISABLE_POSIX}=1: {hazard}"]
@@ -196,8 +221,10 @@ def why_no_traces(command: Sequence[str], cwd: Path) -> str:
 def trace(workspace: Path, label: str, command: Sequence[str], *, cwd: Path | None = None,
           data_dir: str | None = None, repeats: int = 1, append: bool = False, chunk_mb: int = 64,
           compact: bool = True, env: dict[str, str] | None = None, applies: Sequence[str] = (),
-          on_repeat=None) -> RunDir:
-    """Run ``command`` ``repeats`` times with tracing into ``<workspace>/<label>``; write run.json."""
+          on_repeat=None, keep: OutputOptions = OutputOptions()) -> RunDir:
+    """Run ``command`` ``repeats`` times with tracing into ``<workspace>/<label>``; write run.json.
+
+    ``keep`` says what of the program's outputs each repeat records (:class:`OutputOptions`)."""
     run = run_dir(Path(workspace).resolve(), label)
     cwd = Path(cwd or os.getcwd()).resolve()
     command = list(command)
@@ -229,7 +256,7 @@ def trace(workspace: Path, label: str, command: Sequence[str], *, cwd: Path | No
     first = len(record["repeats"]) + 1
     try:
         for k in range(first, first + repeats):
-            rep = _run_once(run, k, command, cwd, base_env, chunk_mb, compact)
+            rep = _run_once(run, k, command, cwd, base_env, chunk_mb, compact, keep)
             record["repeats"].append(rep)
             if on_repeat is not None:
                 on_repeat(rep)

@@ -20,6 +20,8 @@ class RepeatAnalysis:
     record: dict
     analysis: Any  # dftpass.traces.Analysis
     metrics: dict[str, float | None]
+    #: what the repeat did (:func:`dftpass.analysis.work.work_of`)
+    work: dict = attrs.field(factory=dict)
 
 
 @attrs.define
@@ -54,6 +56,7 @@ def analyze_run(run, engine: str = "local", jobs: int = 1, scheduler: str | None
     # imported here: numpy and msgspec are not needed by the annotation commands
     from dftpass.analysis.engine import analyze_traces
     from dftpass.analysis.metrics import run_metrics
+    from dftpass.analysis.work import work_of
 
     import time
 
@@ -74,7 +77,8 @@ def analyze_run(run, engine: str = "local", jobs: int = 1, scheduler: str | None
                  events=analysis.summary.events, problems=len(analysis.summary.problems),
                  seconds=round(time.perf_counter() - start, 3),
                  cached=f"{store.hits}/{store.hits + store.misses}" if store is not None else "off")
-        out.append(RepeatAnalysis(k, rep, analysis, run_metrics(analysis.summary, analysis.overlap, rep.get("wall_s"))))
+        out.append(RepeatAnalysis(k, rep, analysis, run_metrics(analysis.summary, analysis.overlap, rep.get("wall_s")),
+                                  work_of(analysis)))
     if not out:
         raise ValueError(f"{run.path}: run.json lists no repeats")
     return RunAnalysis(run, out)

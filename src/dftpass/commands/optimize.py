@@ -1,0 +1,116 @@
+"""``dftpass optimize``: apply each mechanical proposal on a copy, measure it side by side, keep
+what is faster and computes the same (:mod:`dftpass.optimize.loop`)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from dftpass.commands.common import UsageError, add_config_options, load
+
+
+def output_options(args: argparse.Namespace, config, echo: bool):
+    """What each repeat records of the program's outputs (``--mask``, ``--outputs``, ``--check``)."""
+    from dftpass.runs.tracer import OutputOptions
+
+    masks = tuple(config.get("outputs.mask")) + tuple(args.mask or ())
+    return OutputOptions(masks=masks, places=tuple(args.outputs or ()), check=args.check, echo=echo)
+
+
+def add_output_arguments(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("what is compared between runs")
+    g.add_argument("--check", metavar="CMD", help="a shell command run after each repeat in the program's folder; "
+                   "its exit code must be 0 and its output (masked) the same on both sides")
+    g.add_argument("--outputs", action="append", metavar="PATH", help="a file or folder the program writes "
+                   "results to, besides its working folder and the folders its arguments name; repeatable")
+    g.add_argument("--mask", action="append", metavar="REGEX", help="more text of the standard output to "
+                   "ignore (added to outputs.mask: timings, dates, addresses); repeatable")
+
+
+def _command(args) -> list[str]:
+    command = list(args.cmd)
+    if command and command[0] == "--":
+        command = command[1:]
+    if not command:
+        raise UsageError("dftpass optimize needs the program's command after --, e.g. "
+                         "dftpass optimize SRC --workspace W -- python train.py")
+    return command
+
+
+def cmd_optimize(args: argparse.Namespace) -> int:
+    from dftpass.optimize.loop import Optimizer, Options
+
+    command = _command(args)
+    if not args.project.is_dir():
+        raise UsageError(f"{args.project}: not a folder")
+    if args.repeat < 1:
+        raise UsageError("--repeat must be at least 1")
+    config, manager = load(args)
+    options = Options(source=args.project, workspace=args.workspace, command=command, repeats=args.repeat,
+                      warmups=args.warmup,
+                      budget_s=args.budget * 60 if args.budget else None,
+                      min_gain_pct=config.get("optimize.min-gain-pct"),
+                      data_dir=args.data_dir or config.get("trace.data-dir"),
+                      outputs=output_options(args, config, echo=False),
+                      analysis={"cache": not args.no_cache, "jobs": args.jobs})
+    doc = Optimizer(options, config, manager).run()
+    if args.format == "json":
+        print(json.dumps(doc, indent=2, default=str))
+    else:
+        print(summary(doc))
+    return 1 if doc["stopped"] and not doc["attempts"] else 0
+
+
+def summary(doc: dict) -> str:
+    """What optimize did, a line per attempt."""
+    base = doc["baseline"]
+    lines = []
+    if base.get("wall_s") is not None:
+        lines.append(f"baseline: {base['wall_s']:.2f} s (median of {base['repeats']}); "
+                     f"{base.get('bottleneck') or 'no bottleneck named'}")
+    for i, a in enumerate(doc["attempts"], 1):
+        measured = "" if a["measured_change_pct"] is None else f", measured: wall {a['measured_change_pct']:+.1f}%"
+        if a.get("program_change_pct") is not None:
+            measured += f", program {a['program_change_pct']:+.1f}%"
+        if a.get("steady_change_pct") is not None:
+            measured += f", steady state {a['steady_change_pct']:+.1f}%"
+        estimate = "" if a["estimate_pct"] is None else f"estimate {a['estimate_pct']:+.1f}%"
+        lines.append(f"{i}. {a['proposal']}: {'KEPT' if a['kept'] else 'not kept'} ({estimate}{measured})")
+        if a["change"]:
+            lines.append(f"   change: {a['change']}")
+        lines.append(f"   {a['why']}")
+    if not doc["attempts"] and not doc["stopped"]:
+        lines.append("nothing to attempt: the analysis proposed no change")
+    if doc["stopped"]:
+        lines.append(f"stopped: {doc['stopped']}")
+    if doc["optimized"]:
+        kept = ", ".join(doc["kept"]) or "none"
+        lines.append(f"optimized copy: {doc['optimized']} (kept: {kept}); patch: {doc['patch']}")
+    if doc["environment"]:
+        lines.append("run it with: " + " ".join(f"{k}={v}" for k, v in doc["environment"].items()))
+    over = doc["overhead"]
+    lines.append(f"{doc['seconds']:.1f} s in all: {over['runs']} runs took {over['runs_s']:.1f} s, the rest "
+                 f"(annotation, analysis, judging) {over['beyond_runs_s']:.1f} s")
+    return "\n".join(lines)
+
+
+def add_parser(sub) -> None:
+    p = sub.add_parser("optimize", help="apply each proposal on a copy, run it, prove the output unchanged, "
+                       "measure it, keep it or put it back")
+    p.add_argument("project", type=Path, help="the program's source folder (never modified)")
+    p.add_argument("--workspace", type=Path, default=Path("workspace"), help="where copies, runs and "
+                   "optimize.json go (default: ./workspace; outside the project)")
+    p.add_argument("--repeat", type=int, default=5, help="repeats per side of each attempt (default 5)")
+    p.add_argument("--warmup", type=int, default=1, help="untimed runs before the baseline (default 1)")
+    p.add_argument("--budget", type=float, metavar="MIN", help="minutes to spend; fewer repeats (at least 3) "
+                   "or fewer attempts when they would not fit, said so")
+    p.add_argument("--data-dir", help="DFTRACER_DATA_DIR of the traced runs")
+    p.add_argument("--format", choices=("text", "json"), default="text", help="the summary's format")
+    p.add_argument("--no-cache", action="store_true", help="read the traces without the trace cache")
+    add_output_arguments(p)
+    add_config_options(p)
+    # "*" and not REMAINDER: the options may come after the project, and everything after "--" is the command
+    p.add_argument("cmd", nargs="*", help="-- COMMAND ... (run in the copy's root folder)")
+    p.set_defaults(func=cmd_optimize)
