@@ -744,6 +744,18 @@ def _catches_stop_iteration(stmt: ast.Try) -> bool:
     return False
 
 
+def _counter_expression(target: ast.AST) -> str | None:
+    """A ``+= 1`` target as an expression that can be read back (``step``, ``self.step``,
+    ``state["batches"]``); None for one that cannot (``counts[i]``, ``f().n``): the step
+    update is written from it, and :func:`dotted`'s ``state[]`` is a name, not code."""
+    node = target
+    while isinstance(node, (ast.Attribute, ast.Subscript)):
+        if isinstance(node, ast.Subscript) and not isinstance(node.slice, ast.Constant):
+            return None
+        node = node.value
+    return ast.unparse(target) if isinstance(node, ast.Name) else None
+
+
 def _body_facts(body: list[ast.stmt], path: StmtPath) -> tuple[tuple[NextCall, ...], tuple[str, ...]]:
     """The ``x = next(it)`` statements and the ``+= 1`` counters of a loop body (nested
     blocks included; nested loops and functions are theirs)."""
@@ -762,7 +774,7 @@ def _body_facts(body: list[ast.stmt], path: StmtPath) -> tuple[tuple[NextCall, .
                 nexts.append(NextCall(here, dotted(value.args[0]), region or here))
             elif isinstance(s, ast.AugAssign) and isinstance(s.op, ast.Add) \
                     and isinstance(s.value, ast.Constant) and s.value.value == 1:
-                target = dotted(s.target)
+                target = _counter_expression(s.target)
                 if target:
                     counters.append(target)
             inner = here if isinstance(s, ast.Try) and _catches_stop_iteration(s) and region is None else region

@@ -84,6 +84,17 @@ class StepMetadata(Pass):
             "ai.device.update(step=iter_num)\n        x = next(it)\n        model(x)\n        iter_num += 1\n",
         ),
         Case(
+            # a counter kept in a dict (zoo/loss_threshold.py): written back as the expression
+            # it is, never as the name `state[]`
+            "def run(model, loader, state):\n    while state[\"batches\"] < 10:\n        x = next(loader)\n"
+            "        model(x)\n        state[\"batches\"] += 1\n",
+            "from dftracer.python import ai, env as _dft_env\n\n\ndef run(model, loader, state):\n"
+            "    while state[\"batches\"] < 10:\n        if _dft_env.DFTRACER_ENABLE:\n"
+            "            ai.compute.update(step=state['batches']); ai.dataloader.update(step=state['batches']); "
+            "ai.device.update(step=state['batches'])\n        x = next(loader)\n        model(x)\n"
+            "        state[\"batches\"] += 1\n",
+        ),
+        Case(
             "def run(model, loader, epochs):\n    for epoch in range(epochs):\n"
             "        for i, (x, y) in enumerate(loader):\n            model(x)\n",
             "from dftracer.python import ai, env as _dft_env\n\n\ndef run(model, loader, epochs):\n"
