@@ -49,7 +49,7 @@ def cmd_optimize(args: argparse.Namespace) -> int:
         raise UsageError("--repeat must be at least 1")
     config, manager = load(args)
     options = Options(source=args.project, workspace=args.workspace, command=command, repeats=args.repeat,
-                      warmups=args.warmup,
+                      warmups=args.warmup, max_attempts=args.max_attempts,
                       budget_s=args.budget * 60 if args.budget else None,
                       min_gain_pct=config.get("optimize.min-gain-pct"),
                       data_dir=args.data_dir or config.get("trace.data-dir"),
@@ -60,7 +60,8 @@ def cmd_optimize(args: argparse.Namespace) -> int:
         print(json.dumps(doc, indent=2, default=str))
     else:
         print(summary(doc))
-    return 1 if doc["stopped"] and not doc["attempts"] else 0
+    # 1: nothing could be measured (the baseline failed or does not reproduce its own output)
+    return 1 if doc["stopped"] and not doc["attempts"] and not doc["baseline"].get("output") else 0
 
 
 def summary(doc: dict) -> str:
@@ -103,6 +104,7 @@ def add_parser(sub) -> None:
     p.add_argument("--workspace", type=Path, default=Path("workspace"), help="where copies, runs and "
                    "optimize.json go (default: ./workspace; outside the project)")
     p.add_argument("--repeat", type=int, default=5, help="repeats per side of each attempt (default 5)")
+    p.add_argument("--max-attempts", type=int, metavar="N", help="attempt at most N proposals")
     p.add_argument("--warmup", type=int, default=1, help="untimed runs before the baseline (default 1)")
     p.add_argument("--budget", type=float, metavar="MIN", help="minutes to spend; fewer repeats (at least 3) "
                    "or fewer attempts when they would not fit, said so")

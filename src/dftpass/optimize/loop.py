@@ -56,6 +56,8 @@ class Options:
     workspace: Path
     command: list[str]
     repeats: int = 5
+    #: the most proposals attempted (None: every one the analyses make)
+    max_attempts: int | None = None
     #: untimed runs before the baseline (generated data, caches, the page cache)
     warmups: int = 1
     budget_s: float | None = None
@@ -300,6 +302,10 @@ class Optimizer:
             while current is not None and self.stopped is None:
                 pending = [p for p in self._ordered(current) if p.id not in tried]
                 if not pending:
+                    break
+                if self.o.max_attempts is not None and k >= self.o.max_attempts:
+                    self.stopped = (f"--max-attempts {self.o.max_attempts} reached; not attempted: "
+                                    + ", ".join(p.id for p in pending))
                     break
                 proposal = pending[0]
                 tried.add(proposal.id)

@@ -1,0 +1,96 @@
+"""``dftpass optimize`` through the real CLI, on the zoo's programs, with the real dftracer and
+torch: a mechanical fix that is faster and computes the same is kept; one that changes the
+samples, one that changes the work, and a program that does not reproduce itself are caught.
+
+The repeats are few (the suite's time); bench/optimize.py measures with 5 and records the gains.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.zoo.runner import ZOO, dftpass
+
+
+def _optimize(tmp_path: Path, script: str, *args: str, repeat: int = 1, extra=()) -> tuple[int, dict]:
+    ws = tmp_path / "ws"
+    code = dftpass("optimize", ZOO, "--workspace", ws, "--repeat", repeat, "--warmup", 0, *extra,
+                   "--", sys.executable, script, "--data", tmp_path / "data", "--out", "out", *args)
+    return code, json.loads((ws / "optimize.json").read_text())
+
+
+def test_a_faster_fix_with_the_same_output_is_kept(tmp_path):
+    code, doc = _optimize(tmp_path, "io_bound.py", "--epochs", "3", repeat=3, extra=("--max-attempts", 1))
+    assert code == 0
+    first = doc["attempts"][0]
+    assert first["proposal"] == "IO-L1-num-workers", first
+    assert first["same_work"] is True and first["outputs_same"] is True, first["evidence"]
+    assert first["kept"], first["why"]
+    assert first["steady_change_pct"] < 0 and first["repeats"] == 3
+    optimized = Path(doc["optimized"]) / "io_bound.py"
+    assert "num_workers=2" in optimized.read_text()
+    assert "dftracer" not in optimized.read_text()  # the optimized copy carries no annotation
+    assert "num_workers=args.workers" in (ZOO / "io_bound.py").read_text()  # the user's tree is untouched
+    patch = Path(doc["patch"]).read_text()
+    assert "-                        num_workers=args.workers" in patch and "+" in patch
+    assert doc["stopped"].startswith("--max-attempts 1 reached")
+
+
+def test_a_fix_that_changes_the_samples_is_reverted(tmp_path):
+    code, doc = _optimize(tmp_path, "augment_global_rng.py")
+    assert code == 0
+    first = doc["attempts"][0]
+    assert first["proposal"] == "IO-L1-num-workers"
+    assert first["same_work"] is True and first["outputs_same"] is False and not first["kept"]
+    assert first["why"].startswith("reverted: the outputs differ: stdout line 1: 'epoch 1 train_loss")
+    assert doc["kept"] == [] and Path(doc["patch"]).read_text() == ""
+
+
+def test_a_fix_that_changes_the_work_is_reverted(tmp_path):
+    code, doc = _optimize(tmp_path, "loss_threshold.py", extra=("--max-attempts", 1))
+    first = doc["attempts"][0]
+    assert first["proposal"] == "IO-L1-num-workers"
+    assert first["same_work"] is False and not first["kept"]
+    assert "reverted: the runs did different work (train:" in first["why"]
+
+
+def test_an_unseeded_program_stops_at_the_baseline(tmp_path):
+    code, doc = _optimize(tmp_path, "unseeded.py", repeat=2)
+    assert code == 1 and doc["attempts"] == []
+    assert "the repeats of opt-baseline differ in output" in doc["stopped"]
+    assert "stdout line 1" in doc["stopped"]
+
+
+def test_ctrl_c_stops_cleanly_and_writes_what_was_measured(tmp_path):
+    ws = tmp_path / "ws"
+    proc = subprocess.Popen([sys.executable, "-m", "dftpass", "optimize", str(ZOO), "--workspace", str(ws),
+                             "--repeat", "3", "--warmup", "0", "--", sys.executable, "io_bound.py", "--data",
+                             str(tmp_path / "data"), "--out", "out"], stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 120
+    while not (ws / "opt-baseline" / "run.json").exists() and time.monotonic() < deadline:
+        time.sleep(0.2)
+    os.kill(proc.pid, signal.SIGINT)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 130, err[-2000:]
+    doc = json.loads((ws / "optimize.json").read_text())
+    assert doc["stopped"].startswith("interrupted")
+
+
+def test_the_command_is_required(tmp_path, capsys):
+    assert dftpass("optimize", ZOO, "--workspace", tmp_path / "ws") == 2
+
+
+def test_a_workspace_inside_the_project_is_refused(tmp_path):
+    project = tmp_path / "proj"
+    project.mkdir()
+    (project / "train.py").write_text("print(1)\n")
+    assert dftpass("optimize", project, "--workspace", project / "ws", "--", sys.executable, "train.py") == 2
+    assert not (project / "ws" / "optimize").exists()
