@@ -46,3 +46,19 @@ def test_a_steady_state_gain_hidden_by_fixed_costs_is_kept():
     ok, why = faster(_t(([8, 9.4, 8.2], [8.1, 8.3, 8.3]), program=([3.7, 4.3, 3.8], [3.55, 3.5, 3.4]),
                         steady=([0.63, 0.62, 0.66], [0.49, 0.47, 0.49])), 2.0)
     assert ok and "each epoch after the first is faster" in why
+
+
+def test_the_budget_lowers_the_repeats_and_says_so(tmp_path):
+    from pathlib import Path
+
+    from dftpass.optimize.loop import Optimizer, Options, Progress
+
+    progress = Progress(budget_s=100, stream=open(tmp_path / "log", "w"), clock=lambda: 0.0)
+    opt = Optimizer(Options(source=Path("."), workspace=tmp_path, command=["python"]), None, None, progress)
+    assert opt._repeats_for(9.0) == (5, "")  # 2 sides x 5 x (9 s + 1 s overhead) = 100 s: fits
+    n, why = opt._repeats_for(15.0)
+    assert n == 3 and why.startswith("3 repeats a side instead of 5")
+    n, why = opt._repeats_for(30.0)
+    assert n == 0 and why.startswith("the budget is spent")
+    assert Optimizer(Options(source=Path("."), workspace=tmp_path, command=["python"]), None, None,
+                     Progress(None, stream=progress.stream))._repeats_for(1000.0) == (5, "")

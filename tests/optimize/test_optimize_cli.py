@@ -52,6 +52,12 @@ def test_a_fix_that_changes_the_samples_is_reverted(tmp_path):
     assert first["same_work"] is True and first["outputs_same"] is False and not first["kept"]
     assert first["why"].startswith("reverted: the outputs differ: stdout line 1: 'epoch 1 train_loss")
     assert doc["kept"] == [] and Path(doc["patch"]).read_text() == ""
+    # the report has the attempt, with both verdicts and the reason
+    assert dftpass("report", tmp_path / "ws") == 0
+    report = (tmp_path / "ws" / "report.md").read_text()
+    section = report.split("## Optimization", 1)[1].split("\n## ", 1)[0]
+    row = next(line for line in section.splitlines() if line.startswith("| 1 |"))
+    assert "`IO-L1-num-workers` | not kept" in row and "| same | differs |" in row and "reverted: the outputs" in row
 
 
 def test_a_fix_that_changes_the_work_is_reverted(tmp_path):

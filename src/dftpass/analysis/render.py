@@ -362,3 +362,40 @@ def compare_markdown(cmp: dict) -> str:
     out += judgement_lines(cmp, bullet="- ")
     out += [f"- {impact_line(imp, code='`')}" for imp in cmp["proposal_impacts"]]
     return "\n".join(out)
+
+
+def optimize_markdown(doc: dict) -> str:
+    """``dftpass optimize``'s attempts: the change, the estimate beside the measured change
+    (median and noise), same work, same output, and the decision with its reason."""
+    def pct(series: dict | None) -> str:
+        if not series or series.get("change_pct") is None:
+            return "-"
+        return f"{series['change_pct']:+.1f}% ±{series['noise_pct']:.1f}"
+
+    base = doc.get("baseline") or {}
+    out = []
+    if base.get("wall_s") is not None:
+        out.append(f"Baseline `{base.get('run')}`: {base['wall_s']:.2f} s (median of {base.get('repeats')}); "
+                   f"{cell(base.get('bottleneck') or 'no bottleneck named')}.")
+    out += ["", "| # | proposal | decision | estimate | wall | program | steady state | repeats | same work | "
+            "same output | why |", "|---:|---|---|---:|---:|---:|---:|---:|---|---|---|"]
+    verdict = {True: "same", False: "differs", None: "-"}
+    for i, a in enumerate(doc.get("attempts", []), 1):
+        t = a.get("timing") or {}
+        est = "-" if a.get("estimate_pct") is None else f"{a['estimate_pct']:+.1f}%"
+        out.append(f"| {i} | `{a['proposal']}` | {'**kept**' if a['kept'] else 'not kept'} | {est} | "
+                   f"{pct(t.get('wall'))} | {pct(t.get('program'))} | {pct(t.get('steady'))} | {a.get('repeats', 0)} | "
+                   f"{verdict[a.get('same_work')]} | {verdict[a.get('outputs_same')]} | {cell(a.get('why', ''))} |")
+    changes = [f"- `{a['proposal']}`: {cell(a['change'])}" for a in doc.get("attempts", []) if a.get("kept")]
+    if changes:
+        out += ["", "Kept changes:", *changes]
+    if doc.get("stopped"):
+        out += ["", f"Stopped: {cell(doc['stopped'])}."]
+    if doc.get("optimized"):
+        out += ["", f"The optimized copy: `{doc['optimized']}`; the patch: `{doc.get('patch')}`."]
+    over = doc.get("overhead") or {}
+    if over:
+        out += ["", f"{doc.get('seconds', 0):.0f} s in all; {over.get('runs')} runs took {over.get('runs_s', 0):.0f} s, "
+                    f"annotation, analysis and judging {over.get('beyond_runs_s', 0):.1f} s. Changes are of medians, "
+                    "after against before (negative: faster), ± the noise between repeats."]
+    return "\n".join(out)

@@ -23,8 +23,13 @@ from dftpass.runs.layout import LayoutError, RunDir, runs_in
 
 
 def _baseline_first(runs: list[RunDir]) -> list[RunDir]:
-    base = [r for r in runs if r.label == "baseline"]
-    return base + [r for r in runs if r.label != "baseline"]
+    """The run labelled ``baseline`` first, else optimize's ``opt-baseline`` (its warm-up run
+    was made before it, and is no reference)."""
+    for label in ("baseline", "opt-baseline"):
+        base = [r for r in runs if r.label == label]
+        if base:
+            return base + [r for r in runs if r.label != label]
+    return runs
 
 
 def _fill_measured_impacts(analyses: list[dict], comparison: dict | None) -> None:
@@ -39,6 +44,15 @@ def _fill_measured_impacts(analyses: list[dict], comparison: dict | None) -> Non
             if p["id"] == impact["proposal"]:
                 p["status"] = f"applied in {impact['run']}"
                 p["actual_app_pct"] = impact["actual_app_pct"]
+
+
+def _optimize_doc(workspace: Path) -> dict | None:
+    import json
+
+    try:
+        return json.loads((workspace / "optimize.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
 
 
 def build(workspace: Path, setup, **options) -> tuple[Path, Path, int]:
@@ -79,6 +93,9 @@ def build(workspace: Path, setup, **options) -> tuple[Path, Path, int]:
             shown = f"repeat {a.get('shown_repeat', 1)}" + (" (median)" if len(walls) > 1 else "")
             out.append(f"| {run.label} | {len(a['repeats'])} | {f'{wall:.2f}' if wall else '-'} | {spread} | {shown} | "
                        f"`{cmd}` | {revision} |")
+        optimized = _optimize_doc(workspace)
+        if optimized:
+            out += ["", "## Optimization", "", render.optimize_markdown(optimized)]
         if comparison:
             out += ["", "## Comparison", "", render.compare_markdown(comparison)]
         for run, a in zip(runs, analyses):
