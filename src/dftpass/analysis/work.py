@@ -46,4 +46,6 @@ def describe(work: dict | None) -> str:
     phases = (work or {}).get("phases") or {}
     if not phases:
         return "no phase in the trace"
-    return ", ".join(f"{p} {w['batches']} batches in {w['regions']} regions" for p, w in phases.items())
+    def regions(n: int) -> str:
+        return "1 region" if n == 1 else f"{n} regions"
+    return ", ".join(f"{p} {w['batches']} batches in {regions(w['regions'])}" for p, w in phases.items())
