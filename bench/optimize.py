@@ -31,6 +31,7 @@ ZOO = ROOT / "fixtures" / "apps" / "zoo"
 #: case -> (script, arguments, what optimize must do with the first attempt)
 CASES = {
     "io_workers0": None, "io_workers1": None, "workers_respawn": None, "spawn_workers": None,
+    "eval_bound": None, "preprocess_bound": None,
     "augment_global_rng": ("augment_global_rng.py", [], "reverted: outputs"),
     "loss_threshold": ("loss_threshold.py", [], "reverted: work"),
     "unseeded": ("unseeded.py", [], "stopped"),

@@ -35,8 +35,8 @@ def _compare(*runs) -> dict:
 
 def test_less_work_is_not_an_improvement(runs):
     cmp = _compare(runs / "two", runs / "one")
-    assert cmp["verdicts"][0].startswith("one vs two: cannot judge (the runs did different work (train: 16 vs 8 "
-                                         "batches"), cmp["verdicts"][0]
+    assert cmp["verdicts"][0].startswith("one vs two: cannot judge (the runs did different work (16 vs 8 batches "
+                                         "in all (train: 16 vs 8 batches"), cmp["verdicts"][0]
     assert cmp["judgements"][0]["same_work"]["same"] is False
     assert cmp["judgements"][0]["same_output"]["same"] is False  # one epoch line less, another results.json
 
@@ -54,4 +54,4 @@ def test_the_text_output_says_why(runs):
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(io.StringIO()):
         main(["compare", str(runs / "two"), str(runs / "one")])
     text = out.getvalue()
-    assert "one: work DIFFERENT: the runs did different work (train: 16 vs 8 batches" in text
+    assert "one: work DIFFERENT: the runs did different work (16 vs 8 batches in all (train: 16 vs 8 batches" in text

@@ -65,7 +65,7 @@ def test_a_fix_that_changes_the_work_is_reverted(tmp_path):
     first = doc["attempts"][0]
     assert first["proposal"] == "IO-L1-num-workers"
     assert first["same_work"] is False and not first["kept"]
-    assert "reverted: the runs did different work (train:" in first["why"]
+    assert "reverted: the runs did different work (" in first["why"] and "batches in all (train:" in first["why"]
 
 
 def test_an_unseeded_program_stops_at_the_baseline(tmp_path):

@@ -11,11 +11,24 @@ but whose noise (tenths of a second) hides a small gain.
 
 from __future__ import annotations
 
+from dftpass.traces import names as N
 from dftpass.traces.summary import PHASE_CODES, PHASES
 
 
+def batches_received(summary) -> int:
+    """The batches the training processes' loops received, counted event by event (a
+    ``fetch.iter`` per batch, or a fetch region around ``next(it)``): exact, where the per-phase
+    figures come from the overlap's buckets and may put a batch at a phase's edge into the
+    next phase."""
+    workers = {(p.file, p.pid) for p in summary.workers()}
+    keys = ((N.DATALOADER_CAT, N.FETCH_ITER), (N.DATALOADER_CAT, N.FETCH))
+    return sum(cell.count for p in summary.processes.values() if (p.file, p.pid) not in workers
+               for k, cell in p.by_key.items() if k in keys)
+
+
 def work_of(analysis) -> dict:
-    """``{"phases": {phase: {"batches": n, "regions": k}}, "steady_s": s | None, "program_s": s | None}``
+    """``{"phases": {phase: {"batches": n, "regions": k}}, "batches": total, "steady_s": s | None,
+    "program_s": s | None}``
     of one repeat (``analysis``: a :class:`dftpass.traces.Analysis`); ``program_s`` is the root
     region's length: the program's own time, without the interpreter's start-up and imports."""
     summary, overlap = analysis.summary, analysis.overlap
@@ -37,7 +50,8 @@ def work_of(analysis) -> dict:
         if batches or regions[phase]:
             phases[phase] = {"batches": int(batches), "regions": regions[phase]}
     steady = [sum(e - s for s, e in sorted(ivs)[1:]) / 1e9 for ivs in train.values() if len(ivs) > 1]
-    return {"phases": phases, "steady_s": round(max(steady), 6) if steady else None,
+    return {"phases": phases, "batches": batches_received(summary),
+            "steady_s": round(max(steady), 6) if steady else None,
             "program_s": round(root_ns / 1e9, 6) if root_ns else None}
 
 

@@ -43,6 +43,8 @@ STDOUT, MASKED = "stdout.txt", "stdout.masked.txt"
 #: what is fingerprinted at most per repeat (files, bytes): a run that writes a data set is
 #: not hashed in full every repeat
 MAX_FILES, MAX_BYTES = 200, 2 << 30
+#: the most entries looked at per repeat: a run started in a home folder is not walked whole
+MAX_SCANNED = 100_000
 #: folders never looked into for outputs
 _SKIP_DIRS = {"__pycache__", ".git", ".dftpass", ".dftpass-cache", "traces", "outputs", "node_modules", ".venv"}
 _TORCH_SUFFIXES = (".pt", ".pth", ".ckpt", ".tar", ".bin")
@@ -98,8 +100,12 @@ def changed_files(folders: Sequence[Path], since_ns: int, exclude: Sequence[Path
     """Files under ``folders`` modified at or after ``since_ns`` (the repeat's start)."""
     excluded = [e.resolve() for e in exclude]
     out: list[Path] = []
+    scanned = 0
     for folder in folders:
         for root, dirs, files in os.walk(folder):
+            scanned += len(dirs) + len(files)
+            if scanned > MAX_SCANNED:
+                return out
             here = Path(root)
             if any(here.is_relative_to(e) for e in excluded):
                 dirs[:] = []
