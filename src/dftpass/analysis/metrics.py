@@ -49,13 +49,17 @@ METRICS: dict[str, Metric] = {m.name: m for m in [
 ]}
 
 
+def in_training_processes(summary, keys) -> list:
+    """The cells of ``keys`` in the processes that are not DataLoader workers."""
+    workers = {(p.file, p.pid) for p in summary.workers()}
+    return [cell for p in summary.processes.values() if (p.file, p.pid) not in workers
+            for k, cell in p.by_key.items() if k in keys]
+
+
 def _fetch_regions_in_training(summary) -> float:
     """Seconds of fetch regions (``fetch.start()`` / ``.stop()`` around ``next(it)``) in the
     processes that train: their wait for a batch, like ``fetch.iter``'s."""
-    key = (N.DATALOADER_CAT, N.FETCH)
-    workers = {(p.file, p.pid) for p in summary.workers()}
-    return sum(cell.dur_ns for p in summary.processes.values() if (p.file, p.pid) not in workers
-               for k, cell in p.by_key.items() if k == key) / 1e9
+    return sum(cell.dur_ns for cell in in_training_processes(summary, {(N.DATALOADER_CAT, N.FETCH)})) / 1e9
 
 
 def _cat_total(summary: Summary, overlap: Overlap | None, cat: str) -> float:

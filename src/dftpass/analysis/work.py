@@ -20,10 +20,10 @@ def batches_received(summary) -> int:
     ``fetch.iter`` per batch, or a fetch region around ``next(it)``): exact, where the per-phase
     figures come from the overlap's buckets and may put a batch at a phase's edge into the
     next phase."""
-    workers = {(p.file, p.pid) for p in summary.workers()}
-    keys = ((N.DATALOADER_CAT, N.FETCH_ITER), (N.DATALOADER_CAT, N.FETCH))
-    return sum(cell.count for p in summary.processes.values() if (p.file, p.pid) not in workers
-               for k, cell in p.by_key.items() if k in keys)
+    from dftpass.analysis.metrics import in_training_processes
+
+    keys = {(N.DATALOADER_CAT, N.FETCH_ITER), (N.DATALOADER_CAT, N.FETCH)}
+    return sum(cell.count for cell in in_training_processes(summary, keys))
 
 
 def work_of(analysis) -> dict:
