@@ -10,7 +10,10 @@ shows the median repeat) and prints:
 2. for the cases with a ``fix`` (``io_workers0``, ``workers_respawn``, ``eval_bound``): the
    first proposal applied for real (``dftpass trace --applies``), and ``dftpass compare``'s
    estimate beside what was measured, in seconds of the bottleneck's own metric, of the
-   traced span and of the wall time (medians over the repeats of each side).
+   traced span and of the wall time (medians over the repeats of each side);
+3. per case and phase, the batches its loops received and their throughput (batches/s): the
+   figure the tests only compare in direction (eval_bound: training faster than evaluation),
+   since its ratio moves with the machine's load.
 
 Exits 1 when a case's verdict differs from its expected file. Uses tests/zoo/runner.py, the
 same code the tests use, so the table is what the tests assert.
@@ -100,7 +103,7 @@ def _run_cases(args, work: Path) -> tuple[list, list]:
         start = time.perf_counter()
         analysis = R.analyze(R.trace(annotated, ws, case, repeat=args.repeat))
         got, want = R.reported(analysis), R.expected(case)
-        rows.append((case, want, got))
+        rows.append((case, want, got, (analysis.get("overlap") or {}).get("phases") or {}))
         print(f"{case}: {got} ({time.perf_counter() - start:.1f} s)", file=sys.stderr, flush=True)
         fix = R.fix_args(case, analysis)
         if fix:
@@ -114,10 +117,20 @@ def _run_cases(args, work: Path) -> tuple[list, list]:
     return rows, fixes
 
 
+def throughput(rows: list) -> str:
+    lines = ["| case | phase | batches | batches/s |", "|---|---|---|---|"]
+    for case, _, _, phases in rows:
+        for phase, figures in phases.items():
+            if figures.get("batches"):
+                rate = figures.get("batches_per_s")
+                lines.append(f"| {case} | {phase} | {figures['batches']} | {f'{rate:.1f}' if rate else '-'} |")
+    return "\n".join(lines)
+
+
 def _print_tables(args, rows: list, fixes: list) -> int:
     print(f"## Confusion table ({len(rows)} cases, {args.repeat} repeats each, the median repeat judged)\n")
-    print(confusion(rows))
-    print("\n" + fields(rows))
+    print(confusion([row[:3] for row in rows]))
+    print("\n" + fields([row[:3] for row in rows]))
     print("\n## Proposals applied for real (medians of the repeats of each side)\n")
     print("| case | proposal | change | metric | estimated | measured (metric) | traced span | wall time "
           "| same losses |")
@@ -130,7 +143,9 @@ def _print_tables(args, rows: list, fixes: list) -> int:
               f"| {'yes' if same else 'NO'} |")
     for case, _, _, impact, _ in fixes:
         print(f"\n{case}: {impact['formula']}")
-    wrong = [case for case, want, got in rows if any(not R.matches(f, want[f], got[f]) for f in R.FIELDS)]
+    print("\n## Throughput per phase (the median repeat)\n")
+    print(throughput(rows))
+    wrong = [case for case, want, got, _ in rows if any(not R.matches(f, want[f], got[f]) for f in R.FIELDS)]
     if wrong:
         print(f"\nverdicts that differ from their expected file: {', '.join(wrong)}")
     return 1 if wrong else 0

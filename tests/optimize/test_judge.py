@@ -55,3 +55,23 @@ def test_the_text_output_says_why(runs):
         main(["compare", str(runs / "two"), str(runs / "one")])
     text = out.getvalue()
     assert "one: work DIFFERENT: the runs did different work (16 vs 8 batches in all (train: 16 vs 8 batches" in text
+
+
+def _run(label: str, train: int, evaluate: int) -> dict:
+    """A run record as ``analyze`` saves it: one repeat, exit 0, the work of each phase."""
+    work = {"batches": train + evaluate, "phases": {"train": {"batches": train, "regions": 2},
+                                                    "evaluate": {"batches": evaluate, "regions": 2}}}
+    return {"label": label, "events": 100, "repeats": [{"repeat": 1, "exit_code": 0, "work": work}]}
+
+
+def test_the_same_batches_in_other_phases_are_other_work():
+    """Each phase's batches are judged, not only their sum: a run that trains on 9 batches and
+    evaluates on 11 did not do the work of one that trains on 8 and evaluates on 12."""
+    from dftpass.analysis.judge import repeats_agree_on_work, same_work
+
+    verdict = same_work(_run("a", 8, 12), _run("b", 9, 11))
+    assert verdict.same is False and verdict.evidence == ["evaluate: 12 vs 11 batches", "train: 8 vs 9 batches"]
+    assert same_work(_run("a", 8, 12), _run("b", 8, 12)).same is True
+    split = _run("c", 8, 12)
+    split["repeats"].append({**_run("c", 9, 11)["repeats"][0], "repeat": 2})
+    assert repeats_agree_on_work(split).same is False

@@ -229,3 +229,23 @@ def test_a_fetch_region_in_the_training_process_is_its_wait_not_loading(tmp_path
     assert train.fetch_stall_share == pytest.approx(train.fetch_wait_s / train.span_s) and train.fetch_stall_share > 0.5
     metrics = run_metrics(result.summary, result.overlap, None)
     assert metrics["fetch_wait_s"] == pytest.approx(train.fetch_wait_s, rel=0.05)
+
+
+def test_a_batch_at_a_phases_last_instant_is_counted_in_that_phase():
+    """Batches are labelled with a phase by the instant they arrive, not by the middle of their
+    bucket: a 30 ms bucket from 90 to 120 ms has its middle in evaluation, but the batch that
+    arrived at 95 ms belongs to training, which ends at 100 ms (eval_bound once counted 7
+    training batches of 8 this way, and the runs looked like different work)."""
+    from dftpass.traces.busy import BusyAccumulator
+    from dftpass.traces.classes import BATCHES
+    from dftpass.traces.summary import PHASE_CODES
+
+    ms = 1_000_000
+    summary = with_worker()
+    summary.intervals.extend([("t.pfw.gz", 1, PHASE_CODES["train"], 0, 100 * ms),
+                              ("t.pfw.gz", 1, PHASE_CODES["evaluate"], 100 * ms, 200 * ms)])
+    acc = BusyAccumulator(30 * ms)
+    acc.count(BATCHES, np.array([10, 50, 95, 150], np.int64) * ms)
+    phases, primary = O.phases_of(summary, acc.result(), workers=1)
+    assert primary == "train"
+    assert (phases["train"].batches, phases["evaluate"].batches) == (3, 1)

@@ -41,12 +41,11 @@ class Verdict:
 # ---------------------------------------------------------------- work
 
 def _work_key(rep: dict) -> tuple:
-    """What must agree: the batches received (counted event by event) and each phase's regions.
-    The per-phase batch figures come from time buckets (a batch at a phase's edge may land in
-    the next one) and are shown, not judged."""
+    """What must agree: the batches received (counted event by event), and each phase's batches
+    (each labelled with its phase by the instant it arrived) and regions."""
     work = rep.get("work") or {}
     phases = work.get("phases") or {}
-    return work.get("batches"), tuple(sorted((p, w["regions"]) for p, w in phases.items()))
+    return work.get("batches"), tuple(sorted((p, w["batches"], w["regions"]) for p, w in phases.items()))
 
 
 def _exit_codes(run: dict) -> list:
@@ -88,12 +87,15 @@ def same_work(a: dict, b: dict) -> Verdict:
         return Verdict(None, "no phase was traced in either run: the work cannot be counted (exit codes agree)")
     differences = []
     ta, tb = (wa or {}).get("batches"), (wb or {}).get("batches")
+    phases = sorted(set(pa) | set(pb))
     if ta != tb:
         by_phase = "; ".join(f"{p}: {pa.get(p, {}).get('batches', 0)} vs {pb.get(p, {}).get('batches', 0)} batches"
-                             for p in sorted(set(pa) | set(pb)))
+                             for p in phases)
         differences.append(f"{ta} vs {tb} batches in all ({by_phase})")
-    for phase in sorted(set(pa) | set(pb)):
-        x, y = pa.get(phase, {"regions": 0}), pb.get(phase, {"regions": 0})
+    for phase in phases:
+        x, y = pa.get(phase, {"batches": 0, "regions": 0}), pb.get(phase, {"batches": 0, "regions": 0})
+        if ta == tb and x["batches"] != y["batches"]:  # the same batches in all, in other phases
+            differences.append(f"{phase}: {x['batches']} vs {y['batches']} batches")
         if x["regions"] != y["regions"]:
             differences.append(f"{phase}: {x['regions']} vs {y['regions']} regions")
     if differences:

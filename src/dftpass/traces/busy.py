@@ -72,10 +72,14 @@ class BusyAccumulator:
         self._counts: dict[int, list[Sparse]] = {}
 
     def count(self, series: int, at_ns: np.ndarray) -> None:
-        """Count events of ``series`` in the buckets of the times ``at_ns`` (a count, not
-        busy time: kept in :attr:`ClassBusy.totals`, added over processes)."""
+        """Count events of ``series`` at the instants ``at_ns`` (a count, not busy time: kept
+        in :attr:`ClassBusy.totals`, added over processes). The index of a count is its instant
+        in ns, not a bucket: a bucket is labelled with a phase by its middle, which put a batch
+        that arrived at a phase's last instant into the next phase (eval_bound: 7 training
+        batches of 8); an instant is labelled exactly. One entry per distinct instant: memory
+        grows with the batches, not the events."""
         if len(at_ns):
-            buckets, counts = np.unique(at_ns // self.width, return_counts=True)
+            buckets, counts = np.unique(at_ns, return_counts=True)
             self._counts.setdefault(series, []).append((buckets.astype(np.int64), counts.astype(np.int64)))
 
     def add(self, proc: np.ndarray, ts: np.ndarray, dur: np.ndarray, cls: np.ndarray) -> None:

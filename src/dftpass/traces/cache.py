@@ -28,7 +28,7 @@ import tempfile
 from pathlib import Path
 
 #: bump when Summary, the spill layout or the busy series change
-FORMAT = 5
+FORMAT = 6
 #: the bytes hashed at each end of a file
 EDGE = 64 * 1024
 CACHE_DIR = ".dftpass-cache"

@@ -148,7 +148,9 @@ def _in(series: Sparse, labels_of, phase: int | None) -> tuple[np.ndarray, np.nd
     return buckets[keep], values[keep]
 
 
-def _figures(busy: ClassBusy, labels_of, phase: int | None) -> dict:
+def _figures(busy: ClassBusy, labels_of, phase: int | None, instants_of=None) -> dict:
+    """One phase's figures: the busy series by the buckets ``labels_of`` puts in ``phase``,
+    the counts (batches) by the instants ``instants_of`` does (all of them for None)."""
     width = busy.width_ns
     a_idx, a = _in(busy.get(COMPUTE), labels_of, phase)
     b_idx, b = _in(busy.get(LOADING), labels_of, phase)
@@ -162,7 +164,7 @@ def _figures(busy: ClassBusy, labels_of, phase: int | None) -> dict:
                 loading_main_s=seconds(busy.total(LOADING_IN_MAIN)),
                 loading_workers_s=seconds(busy.total(LOADING_IN_WORKERS)),
                 fetch_wait_s=seconds(busy.get(FETCH_WAIT)), fetch_block_s=seconds(busy.get(FETCH_BODY)),
-                batches=int(_in(busy.total(BATCHES), labels_of, phase)[1].sum()),
+                batches=int(_in(busy.total(BATCHES), instants_of, phase)[1].sum()),
                 categories={name: round(seconds(busy.total(CATEGORY_SERIES + i)), 9)
                             for i, name in enumerate(CATEGORY_NAMES) if len(busy.total(CATEGORY_SERIES + i)[0])})
 
@@ -225,7 +227,7 @@ def phases_of(summary: Summary, busy: ClassBusy, workers: int) -> tuple[dict[str
     first_labels = timeline.label(np.array([(s + e) // 2 for s, e in firsts], np.int64)) if firsts else np.zeros(0)
     out: dict[str, PhaseOverlap] = {}
     for code, name in enumerate(LABELS):
-        f = _figures(busy, labels_of, code)
+        f = _figures(busy, labels_of, code, timeline.label)
         mine = [e - s for (s, e), label in zip(firsts, first_labels) if label == code]
         f.update(first_fetch_s=sum(mine) / 1e9, first_fetches=len(mine))
         if not (f["compute_s"] or f["loading_s"] or f["fetch_wait_s"] or f["fetch_block_s"] or
