@@ -226,3 +226,23 @@ def test_a_root_region_that_misses_the_work_is_a_finding_and_the_wall_time_adds_
     assert acc["root"] and acc["inside_root_s"] < 0.05 and acc["traced_outside_root_s"] > 0.35
     [root] = [f for f in a["findings"] if f["rule"] == "ML-R15" and "root region covers" in f["message"]]
     assert root["severity"] == "warning" and "ML-R1" in root["message"], root
+
+
+@pytest.mark.parametrize("reason, titles", [
+    ("no-compute", {"Forward and backward", "Optimizer step"}),
+    ("no-loading-events", {"Dataset items", "Batch loop"}),
+    ("spawn-untraced", {"DataLoader workers"}),
+])
+def test_a_remedy_names_the_rules_that_place_what_it_asks_for(monkeypatch, reason, titles):
+    """The advice when the overlap cannot be judged names rules by id: each id is the rule that
+    places what the advice asks for (it once sent users to ML-R4, the optimizer step, for the
+    data set's ``__getitem__``)."""
+    import re
+
+    from dftpass.analysis.bottleneck import REMEDIES
+    from dftpass.core.config import Config
+    from dftpass.core.manager import PassManager
+
+    monkeypatch.setenv("DFTPASS_DISABLE_PLUGIN_AUTOLOAD", "1")
+    title_of = {rule.id: rule.title for rule in PassManager(Config(values={})).rules()}
+    assert {title_of[rule] for rule in re.findall(r"ML-R\d+", REMEDIES[reason])} == titles, REMEDIES[reason]

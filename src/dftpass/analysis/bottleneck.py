@@ -61,8 +61,9 @@ REMEDIES = {
     "few-events": "a process's trace is dropped when it records fewer than 3 events: give each worker more to "
                   "record (more samples per worker, persistent_workers=True) or trace the data set's reads "
                   "(--data-dir)",
-    "no-compute": "annotate the model's steps (ML-R3, `dftpass run`)",
-    "no-loading-events": "annotate the data set's __getitem__ (ML-R4) and the loop (ML-R6, `dftpass run`)",
+    "no-compute": "annotate the model's forward and backward (ML-R7) and the optimizer step (ML-R4, "
+                  "`dftpass run`)",
+    "no-loading-events": "annotate the data set's __getitem__ (ML-R9) and the loop (ML-R6, `dftpass run`)",
 }
 
 
