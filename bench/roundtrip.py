@@ -1,6 +1,6 @@
 """A corpus round trip over large real codebases downloaded from the package index.
 
-    python bench/roundtrip.py [--jobs 2] [SPEC ...]
+    python bench/roundtrip.py [--jobs 2] [SPEC | FOLDER ...]
 
 Default corpus (~8,000 files): torch==2.13.0, transformers, keras, deepspeed, lightning,
 megatron-core and timm. For each codebase, over every file dftpass considers:
@@ -33,7 +33,11 @@ CORPUS = ["torch==2.13.0", "transformers", "keras", "deepspeed", "lightning", "m
 
 def fetch(spec: str, into: Path) -> Path:
     """The package's sources, unpacked into ``into`` (wheels preferred: their .py files are the
-    library; sdists for packages that ship only those)."""
+    library; sdists for packages that ship only those); a spec that is a folder (a checkout of a
+    project that is no package, Megatron-LM's ``megatron/``, minGPT, DLIO) is copied."""
+    if Path(spec).is_dir():
+        shutil.copytree(spec, into, symlinks=True)
+        return into
     CACHE.mkdir(parents=True, exist_ok=True)
     name = spec.split("==")[0].replace("-", "_").lower()
 

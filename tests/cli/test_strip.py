@@ -82,12 +82,20 @@ def test_strip_without_a_record_asks_for_all(cli, tmp_path):
     assert r.code == 2 and "no record of what dftpass wrote here" in r.err
 
 
-READER = """import numpy as np
+READER = """import threading
+
+import numpy as np
+
+LOCK = threading.Lock()
 
 
 class NpyReader:
     def open(self, filename):
         return(np.load(filename))  # one sample a file
+
+    def open_locked(self, filename):
+        with LOCK:
+            return np.load(filename)
 
 
 def handwritten(filename):
@@ -100,18 +108,21 @@ def handwritten(filename):
 def test_strip_gives_back_a_returned_read_that_was_named_to_be_measured(cli, tmp_path, how):
     """ML-R25 names a read that is returned at once (``_dft_read = np.load(p)`` in the region,
     ``return _dft_read`` after it); strip, from the record or by shape, gives the return back,
-    spacing included, and leaves a user's own ``_dft_read`` alone when it knows (the record)."""
+    spacing included, also inside the program's own ``with``, and leaves a user's own
+    ``_dft_read`` alone when it knows (the record)."""
     project = tmp_path / "p"
     project.mkdir()
     (project / "reader.py").write_text(READER)
     (project / "data.py").write_text(
         "from torch.utils.data import Dataset\n\nfrom reader import NpyReader\n\n\nclass Samples(Dataset):\n"
         "    def __init__(self):\n        self.reader = NpyReader()\n\n    def __getitem__(self, i):\n"
-        "        return self.reader.open(f'{i}.npy')\n")
+        "        return self.reader.open(f'{i}.npy'), self.reader.open_locked(f'{i}.npy')\n")
     annotated, stripped = tmp_path / "annotated", tmp_path / "stripped"
     assert cli("run", project, "--out", annotated, "--select", "ML-R25", "--set", "project.kind=program").code == 0
     text = (annotated / "reader.py").read_text()
     assert "_dft_read =(np.load(filename))  # one sample a file" in text and "        return _dft_read\n" in text
+    # a read returned from inside the program's own ``with`` is named there too, and given back there
+    assert "        with LOCK:\n            with ai.data.io.read:\n" in text and "            return _dft_read\n" in text
     r = cli("strip", annotated, "--out", stripped, *how)
     assert r.code == 0, r.err
     got = (stripped / "reader.py").read_text()

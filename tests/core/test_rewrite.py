@@ -173,3 +173,20 @@ def test_the_import_goes_after_environment_set_up_of_the_import_block_whatever_t
     # set-up after the first code is the program's business: the import stays at the top
     late = "import torch\n\nx = 1\nos.environ['A'] = '1'\n\n\ndef forward(x):\n    return x\n"
     assert apply(late, decorate("forward")).startswith("from dftracer.python import ai\nimport torch\n")
+
+
+def test_edits_in_the_branches_of_an_elif_chain_each_find_their_statement():
+    """Paths through several ``elif`` each resolve to their own branch (the cache of a block's
+    statements once keyed an ``elif`` by the id of a wrapper that was already gone, so a later
+    path read another branch's statements: Megatron's ``checkpointing.py`` was left untouched)."""
+    branches = "".join(f"    {'if' if k == 0 else 'elif'} mode == {k}:\n        a = {k}\n        if n:\n"
+                       f"            b = {k}\n            loss.backward()\n" for k in range(6))
+    src = f"def f(loss, mode, n):\n{branches}"
+
+    def plan(fs, names, es):
+        for call in fs.function("f").calls:
+            if call.callee == "loss.backward":
+                es.add(WrapStmt("T", 1, "", call.stmt, names.node("compute.backward")))
+
+    out = apply(src, plan)
+    assert out.count("with ai.compute.backward:\n                loss.backward()") == 6, out

@@ -42,8 +42,11 @@ class _Elif:
 
 def _entries(block, cache: dict[int, list[Entry]] | None = None) -> list[Entry]:
     """The statements of a block, a simple statement line's parts each on its own (cached by
-    block: a file with thousands of edits resolves thousands of paths through one module)."""
-    if cache is not None:
+    block: a file with thousands of edits resolves thousands of paths through one module).
+    An ``elif`` is not cached: its :class:`_Elif` is made anew for each path, and the id of one
+    that is gone can be another's, whose statements the cache would then give (Megatron's
+    ``checkpointing.py``: "path ... does not exist", and the file was left unannotated)."""
+    if cache is not None and not isinstance(block, _Elif):
         found = cache.get(id(block))
         if found is None:
             found = cache[id(block)] = _entries(block)

@@ -299,7 +299,13 @@ class _Strip(cst.CSTTransformer):
 
     # -- statement lists: wrapped statements, inserted statements ---------------------------------
     def visit_With(self, node) -> bool:
-        self._with_bodies.add(id(node.body))
+        # only a region dftpass wrapped keeps its binding until the region is unwrapped; the
+        # body of the program's own ``with`` (``with lock:``) is where a ``return`` comes back
+        # (Megatron's safe_globals.py kept ``_dft_read = numpy.load(...)`` there)
+        if len(node.items) == 1:
+            item = _code(node.items[0].item)
+            if self.want[("with", self._scope(), item)] > 0 or self._is_region(item):
+                self._with_bodies.add(id(node.body))
         return True
 
     def leave_IndentedBlock(self, original_node, updated_node):
