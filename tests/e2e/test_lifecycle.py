@@ -1,5 +1,6 @@
 """ML-R1 for real: the annotated program finalizes its trace on every way out (normal return,
-an exception, sys.exit), and does not leave dft.log behind."""
+an exception, sys.exit) with ``atexit`` alone, its ``__main__`` block not re-indented, and
+does not leave dft.log behind."""
 
 from __future__ import annotations
 
@@ -41,7 +42,8 @@ def main(mode):
 
 
 if __name__ == "__main__":
-    main(sys.argv[1])
+    mode = sys.argv[1]
+    main(mode)
 '''
 
 
@@ -52,7 +54,10 @@ def annotated(tmp_path_factory):
     out = tmp_path_factory.mktemp("out") / "prog-dftpass"
     assert main(["run", str(src), "--out", str(out)]) == 0
     text = (out / "prog.py").read_text()
-    assert "finally:" in text and "@ai\ndef main" in text and "initialize_log" in text
+    # the block runs two statements: the root region opens in front of them, atexit closes it
+    # and finalizes; the block's own lines are left as they were (not re-indented under a try)
+    assert "initialize_log" in text and "    ai.start()\n    atexit.register(ai.stop)\n" in text
+    assert text.endswith("    mode = sys.argv[1]\n    main(mode)\n") and "finally:" not in text
     return out
 
 

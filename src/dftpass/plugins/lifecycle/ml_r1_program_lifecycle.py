@@ -25,6 +25,8 @@ _PROLOGUE = (
     '            signal.signal(signal.SIGINT, signal.default_int_handler)\n'
     '    atexit.register(_dft_log.finalize)\n'
 )
+#: the root region of a ``__main__`` block that runs several statements (or a decorated main)
+_ROOT = "    ai.start()\n    atexit.register(ai.stop)\n"
 _IMPORTS = "import atexit\nimport os\nimport signal\nfrom dftracer.python import ai, dftracer\n"
 
 
@@ -39,11 +41,12 @@ class ProgramLifecycle(Pass):
         Each entry that trains or evaluates gets exactly one initialization that runs on every
         path through it:
 
-        * a ``__main__`` block: initialize, ``atexit.register(finalize)``, then the block's body
-          in ``try: ... finally: finalize()``; the root region ``@ai`` goes on the one
-          function the block runs (``main()``, ``sys.exit(main())``), or ``with ai:`` around
-          the block's statements when it runs several (or a decorated function such as a
-          ``@hydra.main``, where a decorator underneath would be outside the run);
+        * a ``__main__`` block: initialize and ``atexit.register(finalize)`` in front of the
+          block's own statements, which are left as they were (not re-indented); the root
+          region ``@ai`` goes on the one function the block runs (``main()``,
+          ``sys.exit(main())``), or ``ai.start()`` opens it in front of the block's statements
+          when it runs several (or a decorated function such as a ``@hydra.main``, where a
+          decorator underneath would be outside the run), and ``atexit`` closes it;
         * a console-script or process target: the same inside the function's body, with
           ``with ai:`` around the rest; a function that is also called from a ``__main__``
           block is initialized there once, whichever way the program starts. Only a child
@@ -69,10 +72,12 @@ class ProgramLifecycle(Pass):
         ``dftpass explain ML-R1``.
 
     Fix safety:
-        Safe: with tracing off the program does what it did (an ``os.environ`` lookup). The
-        ``try/finally`` re-raises everything. A module-level script is not re-indented:
-        ``atexit`` finalizes it on normal end, ``sys.exit`` and uncaught exceptions alike
-        (``os._exit`` and fatal signals skip it, as they would skip ``finally``).
+        Safe: with tracing off the program does what it did (an ``os.environ`` lookup). A
+        ``__main__`` block and a module-level script are not re-indented: ``atexit``
+        finalizes on normal end, ``sys.exit`` and uncaught exceptions alike (``os._exit`` and
+        fatal signals skip it, as they would skip ``finally``). A console-script or process
+        target's body is wrapped in ``try/finally`` (a child process may end without
+        ``atexit``).
         Entries that only prepare data or build a model are left alone (``project.entries``
         chooses by hand). A program that already initializes is left alone; one that
         initializes twice is reported as an error.
@@ -109,8 +114,7 @@ class ProgramLifecycle(Pass):
             '.sum().backward()\n    return 0\n\n\nif __name__ == "__main__":\n    sys.exit(main())\n',
             '"""A script."""\n' + _IMPORTS + "import sys\n\nimport torch\n\n\n@ai\ndef main():\n"
             "    torch.ones(1, requires_grad=True).sum().backward()\n    return 0\n\n\n"
-            'if __name__ == "__main__":\n' + _PROLOGUE + "    try:\n        sys.exit(main())\n    finally:\n"
-            "        _dft_log.finalize()\n",
+            'if __name__ == "__main__":\n' + _PROLOGUE + "    sys.exit(main())\n",
         ),
         Case(
             # several statements: the root region wraps them (never a getter such as get_config)
@@ -118,10 +122,8 @@ class ProgramLifecycle(Pass):
             "        opt.step()\n\n\nif __name__ == '__main__':\n    n = get_config()\n"
             "    fit(n, torch.optim.SGD([torch.zeros(1, requires_grad=True)], lr=0.1))\n",
             _IMPORTS + "import torch\n\n\ndef get_config():\n    return 3\n\n\ndef fit(n, opt):\n"
-            "    for _ in range(n):\n        opt.step()\n\n\nif __name__ == '__main__':\n" + _PROLOGUE
-            + "    try:\n        with ai:\n            n = get_config()\n"
-            "            fit(n, torch.optim.SGD([torch.zeros(1, requires_grad=True)], lr=0.1))\n"
-            "    finally:\n        _dft_log.finalize()\n",
+            "    for _ in range(n):\n        opt.step()\n\n\nif __name__ == '__main__':\n" + _PROLOGUE + _ROOT
+            + "    n = get_config()\n    fit(n, torch.optim.SGD([torch.zeros(1, requires_grad=True)], lr=0.1))\n",
         ),
         Case(
             # a function started in new processes initializes its own tracer there (and, being a
@@ -133,8 +135,7 @@ class ProgramLifecycle(Pass):
             "import torch.multiprocessing as mp\n\n\ndef worker(rank):\n" + _PROLOGUE + "    try:\n        with ai:\n"
             "            torch.ones(1, requires_grad=True).sum().backward()\n    finally:\n"
             "        if multiprocessing.parent_process() is not None:\n            _dft_log.finalize()\n\n\n"
-            "if __name__ == '__main__':\n" + _PROLOGUE + "    try:\n        with ai:\n            mp.spawn(worker, nprocs=2)\n"
-            "    finally:\n        _dft_log.finalize()\n",
+            "if __name__ == '__main__':\n" + _PROLOGUE + _ROOT + "    mp.spawn(worker, nprocs=2)\n",
         ),
         Case(
             # a decorated main (hydra, click): a decorator underneath would be outside the run
@@ -142,7 +143,7 @@ class ProgramLifecycle(Pass):
             "    torch.ones(1, requires_grad=True).sum().backward()\n\n\nif __name__ == '__main__':\n    main()\n",
             _IMPORTS + "import hydra\nimport torch\n\n\n@hydra.main(config_path='conf')\ndef main(cfg):\n"
             "    torch.ones(1, requires_grad=True).sum().backward()\n\n\nif __name__ == '__main__':\n" + _PROLOGUE
-            + "    try:\n        with ai:\n            main()\n    finally:\n        _dft_log.finalize()\n",
+            + _ROOT + "    main()\n",
         ),
         Case(
             # a module-level script: initialized after its imports, finalized at exit
@@ -211,8 +212,11 @@ class ProgramLifecycle(Pass):
             decorated = target is not None and any(
                 recognize(graph.file_of(target), d) is None for d in graph.fn(target).decorators)
             root = None if target and not decorated else names.node("")
-            ctx.add_edit(fs.relpath, WrapBody(self.id, guard.line, "program entry: initialize and finalize",
-                                              guard.stmt, root, prologue, final))
+            # statements put in front of the block's own, which stay as they were (no try/finally
+            # re-indenting the block: atexit finalizes on every exit finally would see)
+            code = "".join(names.script_prologue() if root else prologue)
+            ctx.add_edit(fs.relpath, InsertBefore(self.id, guard.line, "program entry: initialize, finalize at exit",
+                                                  (*guard.stmt, ("body", 0)), code))
             if root is None:
                 tfs, tfn = graph.functions[target]
                 if not has_region(tfs, tfn, ""):
