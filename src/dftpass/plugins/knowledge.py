@@ -277,7 +277,22 @@ def is_model_call(graph: CallGraph, function_id: str, index: int) -> bool:
         return True
     if graph.targets(function_id, index):
         return False  # a project function, not a model
-    return bool(MODEL_NAME.search(callee.rsplit(".", 1)[-1]))
+    return bool(MODEL_NAME.search(callee.rsplit(".", 1)[-1])) or is_library_layer(graph, function_id, callee)
+
+
+def is_library_layer(graph: CallGraph, function_id: str, callee: str) -> bool:
+    """``callee`` holds an instance of a ``torch.nn`` module class that is not a loss: the
+    model of a script that trains one layer (``fc = torch.nn.Linear(4, 1)``, then
+    ``fc(batch_x)``: pytorch/examples' ``regression``)."""
+    if graph.values is None:
+        return False
+    for origin in graph.values.of(function_id, callee):
+        name = subject(origin)
+        if kind(origin) == "ext" and name.startswith("torch.nn.") and name.endswith("()"):
+            cls = name[:-2].rsplit(".", 1)[-1]
+            if cls[:1].isupper() and not LOSS_NAME.search(cls):
+                return True
+    return False
 
 
 def step_calls(graph: CallGraph, loops) -> Iterator[tuple[str, int]]:

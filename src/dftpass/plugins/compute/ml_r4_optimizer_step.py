@@ -5,7 +5,10 @@ from __future__ import annotations
 from dftpass.core.edits import InsertAfter, InsertBefore
 from dftpass.core.emitter import is_node
 from dftpass.core.passes import Case, Pass, PassKind
-from dftpass.plugins.knowledge import calls_at, is_optimizer_step, sibling
+from dftpass.plugins.knowledge import calls_at, is_backward, is_optimizer_step, sibling
+
+#: in-place tensor methods a hand-written optimizer applies to each parameter
+IN_PLACE_UPDATES = ("add_", "sub_", "addcdiv_", "addcmul_", "copy_")
 
 
 class OptimizerStep(Pass):
@@ -17,7 +20,10 @@ class OptimizerStep(Pass):
         ``ai.compute.step.start()`` before it and ``ai.compute.step.stop()`` after it. An
         optimizer is recognised by what the name is assigned from (``torch.optim.*``, a known
         optimizer class, ``GradScaler``) or, failing that, by its name; schedulers
-        (``scheduler.step()``) are not optimizers.
+        (``scheduler.step()``) are not optimizers. A hand-written update is a step too: a
+        loop over ``model.parameters()`` that changes each parameter in place (``p.data.add_(-lr
+        * p.grad)``) in a function that runs a backward pass gets the same two lines around
+        the loop.
 
     Why:
         The step is where the weights are updated; with forward and backward it completes
@@ -45,6 +51,8 @@ class OptimizerStep(Pass):
 
     VALID = [
         "import torch\n\n\ndef f(scheduler):\n    scheduler.step()\n",
+        # initializing the parameters in place is no update: no backward pass runs there
+        "import torch\n\n\ndef init(model):\n    for p in model.parameters():\n        p.data.copy_(torch.zeros_like(p))\n",
     ]
     INVALID = [
         Case(
@@ -60,10 +68,20 @@ class OptimizerStep(Pass):
             "        self.sgd = torch.optim.SGD(model.parameters(), lr=0.1)\n\n    def step(self):\n"
             "        ai.compute.step.start(); self.sgd.step(); ai.compute.step.stop(); self.sgd.zero_grad()\n",
         ),
+        Case(
+            # a hand-written SGD update (pytorch/examples' regression)
+            "import torch\n\n\ndef fit(fc, x, y):\n    for _ in range(3):\n        loss = ((fc(x) - y) ** 2).mean()\n"
+            "        loss.backward()\n        for param in fc.parameters():\n            param.data.add_(-0.1 * param.grad)\n",
+            "from dftracer.python import ai\nimport torch\n\n\ndef fit(fc, x, y):\n    for _ in range(3):\n"
+            "        loss = ((fc(x) - y) ** 2).mean()\n        loss.backward()\n        ai.compute.step.start()\n"
+            "        for param in fc.parameters():\n            param.data.add_(-0.1 * param.grad)\n"
+            "        ai.compute.step.stop()\n",
+        ),
     ]
 
     def run(self, ctx) -> None:
         graph = ctx.analysis("callgraph")
+        self._manual_updates(ctx, graph)
         for fs, fn in graph.functions.values():
             for call in fn.calls:
                 if call.stmt_kind != "expr" or not is_optimizer_step(graph, fs, fn, call):
@@ -78,3 +96,25 @@ class OptimizerStep(Pass):
                                                       names.start("compute.step")))
                 ctx.add_edit(fs.relpath, InsertAfter(self.id, call.line, why, call.stmt,
                                                      names.stop("compute.step")))
+
+    def _manual_updates(self, ctx, graph) -> None:
+        """A hand-written update is the step: ``for p in model.parameters():`` whose body
+        changes ``p`` in place (``p.data.add_(-lr * p.grad)``), in a function that runs a
+        backward pass (an initialization loop over the parameters does not)."""
+        for fs, fn in graph.functions.values():
+            if not any(is_backward(c) for c in fn.calls):
+                continue
+            for loop in fn.loops:
+                t = loop.single_target
+                if loop.kind != "for" or not t or not (loop.core or "").endswith("parameters()"):
+                    continue
+                updates = {f"{t}.{m}" for m in IN_PLACE_UPDATES} | {f"{t}.data.{m}" for m in IN_PLACE_UPDATES}
+                if not any(loop.index in c.loops and c.callee in updates for c in fn.calls):
+                    continue
+                if any(is_node(fs, c.callee, "compute.step", "start") for c in calls_at(fn, sibling(loop.stmt, -1))) \
+                        or any(is_node(fs, w, "compute.step") for c in fn.calls if loop.index in c.loops for w in c.withs):
+                    continue
+                names = ctx.names(fs.relpath)
+                why = f"hand-written parameter update over {loop.core}"
+                ctx.add_edit(fs.relpath, InsertBefore(self.id, loop.line, why, loop.stmt, names.start("compute.step")))
+                ctx.add_edit(fs.relpath, InsertAfter(self.id, loop.line, why, loop.stmt, names.stop("compute.step")))

@@ -7,8 +7,8 @@ from dftpass.core.emitter import is_node
 from dftpass.core.findings import Finding, Severity
 from dftpass.core.passes import Case, Pass, PassKind
 from dftpass.core.placement import function_region, has_region
-from dftpass.plugins.knowledge import (built_by_factory, is_backward, is_compute_step, is_model_call, model_classes,
-                                       step_calls, trains)
+from dftpass.plugins.knowledge import (built_by_factory, is_backward, is_compute_step, is_library_layer, is_model_call,
+                                       model_classes, step_calls, trains)
 
 
 #: more candidate model classes than this at one call site: the call site is timed instead
@@ -29,9 +29,11 @@ class ForwardBackward(Pass):
         itself (``cls(config)``, ``GPT(config)`` in a classmethod) is not its own submodule,
         and subclasses of ``torch.nn`` classes (``nn.Transformer``) are models. When the model
         comes from a factory the project cannot see into (``create_model(name)``,
-        ``AutoModel.from_pretrained``, hydra ``instantiate``) or more than four classes are
-        candidates, the call itself is timed: ``with ai.compute.forward:`` around
-        ``output = model(x)``, instead of decorating every ``forward`` in a model zoo. With no
+        ``AutoModel.from_pretrained``, hydra ``instantiate``), is a library layer (``fc =
+        nn.Linear(4, 1)`` in a script), or more than four classes are candidates, the call
+        itself is timed: ``with ai.compute.forward:`` around ``output = model(x)`` (or around
+        ``loss = F.mse_loss(fc(x), y)``, the loss with it), instead of decorating every
+        ``forward`` in a model zoo. With no
         model call in any batch loop that could be given its region, the top-level models are
         decorated (up to eight).
 
@@ -137,6 +139,17 @@ class ForwardBackward(Pass):
             "            output = model(x)\n        loss = loss_fn(output, y)\n        opt.step()\n",
         ),
         Case(
+            # a script that trains one torch.nn layer, called inside the loss's expression
+            # (pytorch/examples' regression): the statement is the forward, the loss with it
+            "import torch\nimport torch.nn.functional as F\n\nfc = torch.nn.Linear(4, 1)\n"
+            "for x, y in torch.utils.data.DataLoader([(torch.ones(4), torch.ones(1))]):\n"
+            "    output = F.smooth_l1_loss(fc(x), y)\n    output.backward()\n",
+            "from dftracer.python import ai\nimport torch\nimport torch.nn.functional as F\n\n"
+            "fc = torch.nn.Linear(4, 1)\nfor x, y in torch.utils.data.DataLoader([(torch.ones(4), torch.ones(1))]):\n"
+            "    with ai.compute.forward:\n        output = F.smooth_l1_loss(fc(x), y)\n"
+            "    with ai.compute.backward:\n        output.backward()\n",
+        ),
+        Case(
             # a framework's own step (Keras): a library call gets the region around it
             "import tensorflow as tf\n\n\ndef train(model, x, y):\n"
             "    for xb, yb in tf.data.Dataset.from_tensor_slices((x, y)).batch(8):\n"
@@ -185,7 +198,9 @@ class ForwardBackward(Pass):
                                                   f"called by {fn.name} at line {call.line}")
                 handled = True
             else:
-                reason = "its class comes from a factory" if factory or not candidates else \
+                reason = "its class comes from a factory" if factory else \
+                    "a torch.nn layer" if is_library_layer(graph, function_id, call.callee) else \
+                    "its class comes from a factory" if not candidates else \
                     f"{len(found)} model classes are candidates"
                 handled |= self._wrap_call(ctx, graph, function_id, call, "compute.forward",
                                            f"model call {call.callee}(): {reason}")
@@ -218,7 +233,7 @@ class ForwardBackward(Pass):
         fs = graph.file_of(function_id)
         if any(is_node(fs, w, node) for w in call.withs):
             return True
-        if call.stmt_kind not in ("expr", "assign"):
+        if call.stmt_kind not in ("expr", "assign") and not _in_simple_statement(graph.fn(function_id), call):
             return False
         ctx.add_edit(fs.relpath, WrapStmt(self.id, call.line, why, call.stmt, ctx.names(fs.relpath).node(node)))
         return True
@@ -284,6 +299,14 @@ def _top_level(graph, class_id: str) -> bool:
             continue  # a class or static method builds a new model, not a part of itself
         return False
     return True
+
+
+def _in_simple_statement(fn, call) -> bool:
+    """The call is part of an expression or assignment statement that runs no backward pass
+    (``output = F.smooth_l1_loss(fc(x), y)``, pytorch/examples' ``regression``): the statement
+    can be timed as the forward, its loss with it; ``model(x).sum().backward()`` cannot."""
+    same = [c for c in fn.calls if c.stmt == call.stmt]
+    return any(c.stmt_kind in ("expr", "assign") for c in same) and not any(is_backward(c) for c in same)
 
 
 def _is_stub(fn) -> bool:
