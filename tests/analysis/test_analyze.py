@@ -246,3 +246,45 @@ def test_a_remedy_names_the_rules_that_place_what_it_asks_for(monkeypatch, reaso
     monkeypatch.setenv("DFTPASS_DISABLE_PLUGIN_AUTOLOAD", "1")
     title_of = {rule.id: rule.title for rule in PassManager(Config(values={})).rules()}
     assert {title_of[rule] for rule in re.findall(r"ML-R\d+", REMEDIES[reason])} == titles, REMEDIES[reason]
+
+
+SCRIPT_WITHOUT_DATA_SET = '''import torch
+
+torch.manual_seed(0)
+fc = torch.nn.Linear(4, 1)
+
+
+def get_batch():
+    x = torch.randn(8, 4)
+    return x, x.sum(1, keepdim=True)
+
+
+for step in range(20):
+    batch_x, batch_y = get_batch()
+    fc.zero_grad()
+    loss = torch.nn.functional.mse_loss(fc(batch_x), batch_y)
+    loss.backward()
+    for param in fc.parameters():
+        param.data.add_(-0.01 * param.grad)
+print(f"loss {loss.item():.6f}")
+'''
+
+
+def test_a_category_the_source_has_no_region_for_is_said_as_such_not_blamed_on_a_rule(cli, tmp_path):
+    """A script with no data set (pytorch/examples' regression shape): dftpass times its layer's
+    call as the forward and its hand-written update as the step, and the analysis says the
+    source has no 'data' region (ML-R9 found nothing), never 'look at ML-R9 (not applied ...)'."""
+    project = tmp_path / "p"
+    project.mkdir()
+    (project / "main.py").write_text(SCRIPT_WITHOUT_DATA_SET)
+    assert cli("run", project, "--out", tmp_path / "ann").code == 0
+    r = cli("trace", "--label", "a", "--workspace", tmp_path / "ws", "--cwd", tmp_path / "ann", "--", PY, "main.py")
+    assert r.code == 0, r.err
+    a = analyze(cli, tmp_path / "ws" / "a")
+    r15 = [f for f in a["findings"] if f["rule"] == "ML-R15"]
+    [data] = [f for f in r15 if "'data'" in f["message"]]
+    assert data["severity"] == "info" and "ML-R9 found nothing to annotate" in data["message"], data
+    assert not any("not applied" in f["message"] for f in r15), r15
+    # the layer's call is the forward, the hand-written update the step: one of each per batch
+    counts = {(e["cat"], e["name"]): e["count"] for e in a["top"]}
+    assert counts[("compute", "forward")] == counts[("compute", "step")] == 20, counts

@@ -22,6 +22,21 @@ ALWAYS = tuple(_cat(n) for n in ("", "pipeline.train", "compute", "data.item", "
 IO_RULES = {_cat("data.io.read"): "ML-R25", _cat("checkpoint.io.read"): "ML-R26", _cat("other.io.read"): "ML-R27"}
 CHECKPOINT = _cat("checkpoint.capture")
 
+#: what a category's rule looks for, said when the annotated source has none of it
+NOTHING_FOUND = {
+    _cat("data.item"): "no function that reads one sample: a data set's __getitem__, a reader",
+    _cat("dataloader.fetch"): "no batch loop over a loader or a batch function",
+    _cat("pipeline.train"): "no function or loop that trains",
+    _cat("compute"): "no forward, backward or optimizer step",
+    _cat(""): "no entry that trains",
+}
+
+
+def _annotated(project) -> bool:
+    """Whether any file of the project imports dftracer (the source explains the trace)."""
+    return any(E.aliases(fs) for fs in project.summaries())
+
+
 def categories_in_code(project) -> set[str]:
     """Categories of the ``ai`` nodes the project's (annotated) source uses."""
     found: set[str] = set()
@@ -74,7 +89,10 @@ class TraceCategories(Pass):
         ``pipeline``, ``compute``, ``data`` and ``dataloader`` events, plus ``checkpoint``,
         ``comm``, ``device`` and ``other`` where the annotated source uses those nodes.
         ``data.io.read/write``, ``checkpoint.io.read/write`` and ``other.io.read/write``
-        events must carry ``image_size`` (bytes moved; an open or close moves none). Each gap names the rule that should have produced it.
+        events must carry ``image_size`` (bytes moved; an open or close moves none). Each gap
+        names the rule that should have produced it; when the run's annotated source is known
+        and has no region of that category (a script with no data set), the finding says so, as
+        information: the rule found nothing to annotate, and there is nothing to fix.
         A run made with ``--data-dir`` that traced no file I/O is reported too, and so is a
         root region that covers less than half of the traced span (misplaced: ML-R1 puts it
         around the whole body of the entry).
@@ -115,6 +133,15 @@ class TraceCategories(Pass):
         where = run.run.label
         for cat in expected:
             if cat in present:
+                continue
+            if ctx.project.files and cat not in in_code and (_annotated(ctx.project)):
+                # the source is known and annotated, and nothing in it makes this category: say
+                # what dftpass did not find, never "not applied" (pytorch/examples' regression
+                # has no data set: no function reads a sample, ML-R9 had nothing to annotate)
+                ctx.report(Finding(self.id, f"no '{cat}' events in the trace, and no '{cat}' region in the "
+                                   f"annotated source: {PRODUCERS.get(cat, '?')} found nothing to annotate "
+                                   f"({NOTHING_FOUND.get(cat, 'nothing of this kind in the code')}); if the "
+                                   "program has one, annotate it by hand", where, severity=Severity.INFO))
                 continue
             severity = Severity.INFO if cat == CHECKPOINT else Severity.WARNING
             hint = " (fine if checkpointing was off in this run)" if cat == CHECKPOINT else ""
