@@ -91,6 +91,10 @@ class GenericRegions(Pass):
 
     _MAIN = "\n\nif __name__ == '__main__':\n    main()\n"
     VALID = [
+        # a def made anew on every iteration of a module-level loop (LBFGS's closure)
+        "import json\n\nfor i in range(3):\n    def load_all(paths):\n        out = {}\n        for p in paths:\n"
+        "            with open(p) as f:\n                out.update(json.load(f))\n        return out\n"
+        "    load_all(['a.json'])\n",
         # too little work to pay for an event
         "def main():\n    print('hi')\n" + _MAIN,
         # a function with a ``step`` parameter would make dft_fn.log raise: left alone
@@ -243,8 +247,20 @@ def _claimed_by_other_rules(ctx) -> set[tuple[str, tuple]]:
     return out
 
 
+def _defined_in_loop(fs: FileSummary, fn: FunctionSummary) -> bool:
+    """A ``def`` in a module-level loop (a ``__main__`` block's ``for i in range(steps): def
+    closure(): ...``, LBFGS's shape): a new function every iteration, decorated anew each time,
+    and the caller's work (forward and backward inside ``optimizer.step(closure)``), not a
+    function of its own."""
+    if fn.cls or "<locals>" in fn.qualname:
+        return False
+    module = fs.function(MODULE_SCOPE)
+    return module is not None and any(
+        len(fn.stmt) > len(loop.stmt) and fn.stmt[:len(loop.stmt)] == loop.stmt for loop in module.loops)
+
+
 def _unsuitable(graph, function_id: str, fs: FileSummary, fn: FunctionSummary) -> bool:
-    if fn.is_module or "<locals>" in fn.qualname or fn.is_generator:
+    if fn.is_module or "<locals>" in fn.qualname or fn.is_generator or _defined_in_loop(fs, fn):
         return True
     if fn.name.startswith("__") and fn.name.endswith("__") and fn.name not in DUNDERS:
         return True

@@ -7,7 +7,8 @@ from dftpass.core.emitter import is_node
 from dftpass.core.loops import split_of
 from dftpass.core.passes import Case, Pass, PassKind
 from dftpass.core.placement import function_region, has_region
-from dftpass.plugins.knowledge import calls_at, evaluated_by_callers, evaluates, sibling, trains
+from dftpass.plugins.knowledge import (calls_at, evaluated_by_callers, evaluates, is_optimizer_step, sibling,
+                                       trains)
 
 PHASES = ("pipeline.train", "pipeline.evaluate", "pipeline.test")
 
@@ -28,7 +29,9 @@ class PipelinePhases(Pass):
         and only when nothing else decides, from the function's name. The function gets
         ``@ai.pipeline.train`` / ``.evaluate`` / ``.test``; a batch loop at module level gets
         ``ai.pipeline.train.start()`` before and ``.stop()`` after it. When two candidates
-        of one phase call each other, only the outer one is marked.
+        of one phase call each other, only the outer one is marked. A function or script
+        with no batch loop whose loop calls an optimizer step itself (full-batch training:
+        ``for i in range(steps): optimizer.step(closure)`` with LBFGS) is a *train* phase too.
 
     Why:
         Phase events split the timeline into training and evaluation, so time can be
@@ -62,6 +65,18 @@ class PipelinePhases(Pass):
         "    return total\n",
     ]
     INVALID = [
+        Case(
+            # full-batch training (LBFGS on the whole data set): no loop fetches batches, the
+            # loop that calls the optimizer step is the training
+            "import torch\n\n\ndef fit(model, x, y, steps):\n    opt = torch.optim.LBFGS(model.parameters())\n"
+            "    for i in range(steps):\n        def closure():\n            opt.zero_grad()\n"
+            "            loss = ((model(x) - y) ** 2).mean()\n            loss.backward()\n            return loss\n"
+            "        opt.step(closure)\n",
+            "from dftracer.python import ai\nimport torch\n\n\n@ai.pipeline.train\ndef fit(model, x, y, steps):\n"
+            "    opt = torch.optim.LBFGS(model.parameters())\n    for i in range(steps):\n        def closure():\n"
+            "            opt.zero_grad()\n            loss = ((model(x) - y) ** 2).mean()\n            loss.backward()\n"
+            "            return loss\n        opt.step(closure)\n",
+        ),
         Case(
             "import torch\n\n\ndef fit(model, loader, opt):\n    for x, y in loader:\n"
             "        loss = model(x, y)\n        loss.backward()\n        opt.step()\n\n\n"
@@ -119,6 +134,14 @@ class PipelinePhases(Pass):
                 self._module_level(ctx, fs, fn, batch, *found)
             else:
                 candidates[function_id] = found
+        for function_id, loop_index in full_batch_steps(graph, loops):
+            fs, fn = graph.functions[function_id]
+            if fn.is_module:
+                self._module_level(ctx, fs, fn, [loops.facts[(function_id, loop_index)]], "pipeline.train",
+                                   "a loop that runs the optimizer step (full-batch training)")
+            else:
+                candidates.setdefault(function_id, ("pipeline.train", "runs the optimizer step in a loop "
+                                                                      "(full-batch training)"))
         # the same node nested in itself keeps only the inner event: mark the outer one only
         inner = set()
         for caller, (phase, _) in candidates.items():
@@ -142,6 +165,19 @@ class PipelinePhases(Pass):
             text = f"{phase.split('.')[1]} phase (module level): {why}"
             ctx.add_edit(fs.relpath, InsertBefore(self.id, loop.line, text, loop.stmt, names.start(phase)))
             ctx.add_edit(fs.relpath, InsertAfter(self.id, loop.line, text, loop.stmt, names.stop(phase)))
+
+
+def full_batch_steps(graph, loops):
+    """(function id, index of its outermost loop that calls an optimizer step itself) of every
+    function with no batch loop: the training loop of a program that trains on the whole data
+    set at once (LBFGS), where no loop fetches batches."""
+    for function_id, (fs, fn) in graph.functions.items():
+        if any(f.kind == "batch" for f in loops.loops_of(function_id)):
+            continue
+        outer = sorted({c.loops[0] for c in fn.calls if c.loops and c.stmt_kind == "expr"
+                        and is_optimizer_step(graph, fs, fn, c)})
+        if outer:
+            yield function_id, outer[0]
 
 
 def phase_of(graph, loops, function_id: str, batch: list) -> tuple[str, str] | None:
