@@ -74,6 +74,7 @@ def root_problem(acc: dict | None) -> str | None:
     share = acc["root_share_of_span"]
     if share is not None and share < ROOT_COVERAGE:
         return (f"the root region covers {acc['inside_root_s']:.3g} s of the {acc['span_s']:.3g} s traced "
-                f"({share:.1%}): it does not enclose the program's work; ML-R1 places it around the whole body "
-                "of the entry (main()), not around one call")
+                f"({share:.1%}): it does not enclose the program's work; ML-R1 places it around the whole run "
+                "(the function a __main__ block runs, or from the initialization to the exit of a script), not "
+                "around one call")
     return None
