@@ -344,9 +344,17 @@ class LoopAnalysis:
                 continue
             for target in self.graph.targets(function_id, i):
                 tfn = self.graph.fn(target)
-                if not tfn.is_generator and pattern.search(tfn.name):
+                if not tfn.is_generator and (pattern.search(tfn.name) or self._takes_from_loader(target)):
                     found.append(target)
         return tuple(dict.fromkeys(found))
+
+    def _takes_from_loader(self, function_id: str) -> bool:
+        """A project function that hands out a loader's next batch: ``next(self.data_iter)``
+        over ``iter(DataLoader(...))`` (makemore's ``InfiniteDataLoader.next``, which restarts
+        the iterator on ``StopIteration``), whatever it is called."""
+        fs, fn = self.graph.functions[function_id]
+        return any(c.callee == "next" and c.args[:1] and c.args[0] and self.loader_like(fs, fn, c.args[0])
+                   for c in fn.calls)
 
     def run(self) -> "LoopAnalysis":
         g = self.graph

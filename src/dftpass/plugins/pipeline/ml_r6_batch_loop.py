@@ -23,8 +23,9 @@ class BatchLoop(Pass):
         * it takes ``next(it)`` from a loader's iterator: ``ai.dataloader.fetch.start()``
           before and ``.stop()`` after that statement, or around the whole ``try`` when an
           ``except StopIteration:`` starts the iterator again (the restart is part of the wait);
-        * it calls a project function that produces the batch (``x, y = get_batch(data, i)``):
-          that function gets ``@ai.dataloader.fetch``;
+        * it calls a project function that produces the batch (``x, y = get_batch(data, i)``,
+          named like one, or one that returns ``next(it)`` of a loader's iterator whatever its
+          name: ``batch = loader.next()``): that function gets ``@ai.dataloader.fetch``;
         * it iterates a project generator that yields a loader's batches
           (``for batch in loader.next():``): the generator's own loop is the one wrapped.
 
@@ -69,6 +70,12 @@ class BatchLoop(Pass):
         "    for batch in ai.dataloader.fetch.iter(train_loader):\n        pass\n",
     ]
     INVALID = [
+        Case(
+            # a project class that hands out a loader's next batch, whatever its method is
+            # called (makemore's InfiniteDataLoader.next)
+            'import torch\nfrom torch.utils.data import DataLoader\n\n\nclass EndlessLoader:\n    def __init__(self, data):\n        self.it = iter(DataLoader(data, batch_size=2))\n\n    def next(self):\n        return next(self.it)\n\n\ndef fit(model, data, opt):\n    loader = EndlessLoader(data)\n    for step in range(10):\n        batch = loader.next()\n        model(batch).sum().backward()\n        opt.step()\n',
+            'from dftracer.python import ai\nimport torch\nfrom torch.utils.data import DataLoader\n\n\nclass EndlessLoader:\n    def __init__(self, data):\n        self.it = iter(DataLoader(data, batch_size=2))\n\n    @ai.dataloader.fetch\n    def next(self):\n        return next(self.it)\n\n\ndef fit(model, data, opt):\n    loader = EndlessLoader(data)\n    for step in range(10):\n        batch = loader.next()\n        model(batch).sum().backward()\n        opt.step()\n',
+        ),
         Case(
             "from torch.utils.data import DataLoader\n\n\ndef f(ds):\n"
             "    loader = DataLoader(ds, batch_size=4)\n"
