@@ -257,6 +257,19 @@ def model_classes(graph: CallGraph, function_id: str, callee: str) -> set[str]:
             and not LOSS_NAME.search(graph.classes[c][1].name) and not graph.has_base(c, ("_Loss", "_WeightedLoss"))}
 
 
+def is_top_level_model(graph: CallGraph, class_id: str) -> bool:
+    """Not a submodule: no *other* model class builds it in one of its instance methods."""
+    related = set(graph.mro(class_id)) | set(graph.subclasses(class_id))
+    for builder in graph.instantiated_in.get(class_id, set()):
+        owner = graph.class_of_method(builder)
+        if owner is None or owner in related or not graph.is_module_class(owner):
+            continue
+        if not graph.is_bound_method(builder) or graph.fn(builder).positional[:1] == ("cls",):
+            continue  # a class or static method builds a new model, not a part of itself
+        return False
+    return True
+
+
 def built_by_factory(graph: CallGraph, function_id: str, callee: str) -> bool:
     """Whether the model called as ``callee`` may come from a model factory (registry, hub)."""
     if graph.values is None:

@@ -8,7 +8,7 @@ from dftpass.core.findings import Finding, Severity
 from dftpass.core.passes import Case, Pass, PassKind
 from dftpass.core.placement import function_region, has_region
 from dftpass.plugins.knowledge import (built_by_factory, is_backward, is_compute_step, is_library_layer, is_model_call,
-                                       model_classes, step_calls, trains)
+                                       is_top_level_model, model_classes, step_calls, trains)
 
 
 #: more candidate model classes than this at one call site: the call site is timed instead
@@ -188,7 +188,7 @@ class ForwardBackward(Pass):
             fs, fn = graph.functions[function_id]
             call = fn.calls[index]
             candidates = model_classes(graph, function_id, call.callee)
-            found = {c for c in candidates if _top_level(graph, c)}
+            found = {c for c in candidates if is_top_level_model(graph, c)}
             factory = built_by_factory(graph, function_id, call.callee)
             if candidates and not found and not factory:
                 continue  # a submodule called by its model
@@ -206,7 +206,7 @@ class ForwardBackward(Pass):
                                            f"model call {call.callee}(): {reason}")
         if not handled:
             tops = [c for c in graph.classes if _forward_method(graph, c)
-                    and graph.is_module_class(c) and _top_level(graph, c)]
+                    and graph.is_module_class(c) and is_top_level_model(graph, c)]
             # a framework's loop calls its own models (a LightningModule): the rest are their parts
             owned = [c for c in tops if graph.has_base(c, graph.hints.loop_models)]
             tops = owned or tops
@@ -286,19 +286,6 @@ class ForwardBackward(Pass):
             if any(has_region(fs, fn, n) for n in ("compute", "compute.forward", "compute.backward")):
                 continue
             ctx.add_edit(fs.relpath, function_region(ctx.names(fs.relpath), fn, "compute", self.id, why))
-
-
-def _top_level(graph, class_id: str) -> bool:
-    """Not a submodule: no *other* model class builds it in one of its instance methods."""
-    related = set(graph.mro(class_id)) | set(graph.subclasses(class_id))
-    for builder in graph.instantiated_in.get(class_id, set()):
-        owner = graph.class_of_method(builder)
-        if owner is None or owner in related or not graph.is_module_class(owner):
-            continue
-        if not graph.is_bound_method(builder) or graph.fn(builder).positional[:1] == ("cls",):
-            continue  # a class or static method builds a new model, not a part of itself
-        return False
-    return True
 
 
 def _in_simple_statement(fn, call) -> bool:

@@ -10,6 +10,7 @@ from dftpass.core.passes import Case, Pass, PassKind
 from dftpass.core.placement import needs_body_region, top_level_line
 from dftpass.core.summary import MODULE_SCOPE, FileSummary, FunctionSummary
 from dftpass.plugins.checks.regions import RULES_THAT_PLACE
+from dftpass.plugins.knowledge import is_top_level_model
 
 #: decorators of functions that do not run as Python (ML-R23): their caller is timed instead
 COMPILED_DECORATORS = frozenset({"jit", "njit", "vectorize", "guvectorize", "cfunc", "stencil", "script",
@@ -51,7 +52,9 @@ class GenericRegions(Pass):
         comes from the call graph: a function reached from a batch loop or a model's
         ``forward`` runs per batch and needs a much higher score; one reached from a data
         set's ``__getitem__``, a collate function or a transform runs per sample and gets
-        none.
+        none. Never given one: the constructor of a model's block (the model's own
+        constructor is the region that building it gets) and a ``def`` inside a module-level
+        loop (a new function every iteration: LBFGS's closure).
 
     Why:
         The AI regions show the phases; the generic regions show where inside them the time
@@ -107,6 +110,32 @@ class GenericRegions(Pass):
              "def main():\n    D()[0]\n" + _MAIN),
     ]
     INVALID = [
+        Case(
+            # a model's construction is one region: its blocks' constructors are part of it
+            'import torch\nfrom torch import nn\n\n\nclass Block(nn.Module):\n    def __init__(self, width):\n'
+            '        super().__init__()\n'
+            '        self.layers = nn.ModuleList([nn.Linear(width, width) for _ in range(4)])\n'
+            '        for layer in self.layers:\n            nn.init.normal_(layer.weight)\n'
+            '            nn.init.zeros_(layer.bias)\n        self.norm = nn.LayerNorm(width)\n'
+            '        self.drop = nn.Dropout(0.1)\n\n\nclass Net(nn.Module):\n'
+            '    def __init__(self, depth, width):\n        super().__init__()\n'
+            '        self.blocks = nn.ModuleList([Block(width) for _ in range(depth)])\n'
+            '        for block in self.blocks:\n            nn.init.zeros_(block.norm.bias)\n'
+            '        self.head = nn.Linear(width, 1)\n        self.out = nn.Identity()\n\n\ndef main():\n'
+            "    Net(4, 8)\n\n\nif __name__ == \"__main__\":\n    main()\n",
+            'from dftracer.python import dft_fn\nimport torch\nfrom torch import nn\n\n\n'
+            'class Block(nn.Module):\n    def __init__(self, width):\n        super().__init__()\n'
+            '        self.layers = nn.ModuleList([nn.Linear(width, width) for _ in range(4)])\n'
+            '        for layer in self.layers:\n            nn.init.normal_(layer.weight)\n'
+            '            nn.init.zeros_(layer.bias)\n        self.norm = nn.LayerNorm(width)\n'
+            "        self.drop = nn.Dropout(0.1)\ndlp = dft_fn(\"train\", name=\"train\")\n\n\n"
+            'class Net(nn.Module):\n    @dlp.log_init\n    def __init__(self, depth, width):\n'
+            '        super().__init__()\n'
+            '        self.blocks = nn.ModuleList([Block(width) for _ in range(depth)])\n'
+            '        for block in self.blocks:\n            nn.init.zeros_(block.norm.bias)\n'
+            '        self.head = nn.Linear(width, 1)\n        self.out = nn.Identity()\n\n\ndef main():\n'
+            "    Net(4, 8)\n\n\nif __name__ == \"__main__\":\n    main()\n",
+        ),
         Case(
             "import os\n\nimport numpy as np\n\n\n# the index is built once\ndef build_index(root):\n"
             "    index = []\n    for name in sorted(os.listdir(root)):\n        index.append(np.load(name).shape)\n"
@@ -274,6 +303,9 @@ def _unsuitable(graph, function_id: str, fs: FileSummary, fn: FunctionSummary) -
         return True
     if fn.cls:
         class_id = f"{fs.relpath}::{fn.cls}"
+        if fn.name == "__init__" and class_id in graph.classes and graph.is_module_class(class_id) \
+                and not is_top_level_model(graph, class_id):
+            return True  # a model's block: built by its model, whose construction is the region
         if class_id in graph.classes:
             related = set(graph.mro(class_id)) | set(graph.subclasses(class_id))
             for cid in related:

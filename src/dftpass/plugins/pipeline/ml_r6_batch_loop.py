@@ -73,8 +73,17 @@ class BatchLoop(Pass):
         Case(
             # a project class that hands out a loader's next batch, whatever its method is
             # called (makemore's InfiniteDataLoader.next)
-            'import torch\nfrom torch.utils.data import DataLoader\n\n\nclass EndlessLoader:\n    def __init__(self, data):\n        self.it = iter(DataLoader(data, batch_size=2))\n\n    def next(self):\n        return next(self.it)\n\n\ndef fit(model, data, opt):\n    loader = EndlessLoader(data)\n    for step in range(10):\n        batch = loader.next()\n        model(batch).sum().backward()\n        opt.step()\n',
-            'from dftracer.python import ai\nimport torch\nfrom torch.utils.data import DataLoader\n\n\nclass EndlessLoader:\n    def __init__(self, data):\n        self.it = iter(DataLoader(data, batch_size=2))\n\n    @ai.dataloader.fetch\n    def next(self):\n        return next(self.it)\n\n\ndef fit(model, data, opt):\n    loader = EndlessLoader(data)\n    for step in range(10):\n        batch = loader.next()\n        model(batch).sum().backward()\n        opt.step()\n',
+            'import torch\nfrom torch.utils.data import DataLoader\n\n\nclass EndlessLoader:\n'
+            '    def __init__(self, data):\n        self.it = iter(DataLoader(data, batch_size=2))\n\n'
+            '    def next(self):\n        return next(self.it)\n\n\ndef fit(model, data, opt):\n'
+            '    loader = EndlessLoader(data)\n    for step in range(10):\n        batch = loader.next()\n'
+            '        model(batch).sum().backward()\n        opt.step()\n',
+            'from dftracer.python import ai\nimport torch\nfrom torch.utils.data import DataLoader\n\n\n'
+            'class EndlessLoader:\n    def __init__(self, data):\n'
+            '        self.it = iter(DataLoader(data, batch_size=2))\n\n    @ai.dataloader.fetch\n'
+            '    def next(self):\n        return next(self.it)\n\n\ndef fit(model, data, opt):\n'
+            '    loader = EndlessLoader(data)\n    for step in range(10):\n        batch = loader.next()\n'
+            '        model(batch).sum().backward()\n        opt.step()\n',
         ),
         Case(
             "from torch.utils.data import DataLoader\n\n\ndef f(ds):\n"
