@@ -8,7 +8,7 @@ from dftpass.core.findings import Finding, Severity
 from dftpass.core.passes import Case, Pass, PassKind
 from dftpass.core.placement import function_region, has_region
 from dftpass.plugins.knowledge import (built_by_factory, is_backward, is_compute_step, is_library_layer, is_model_call,
-                                       is_top_level_model, model_classes, step_calls, trains)
+                                       is_optimizer_step, is_top_level_model, model_classes, step_calls, trains)
 
 
 #: more candidate model classes than this at one call site: the call site is timed instead
@@ -78,6 +78,10 @@ class ForwardBackward(Pass):
     VALID = [
         # a forward that is not a torch module's
         "import torch\n\n\nclass Pipe:\n    def forward(self, x):\n        return x\n",
+        # a layer called inside the optimizer step's statement: a forward region there would
+        # hold the step
+        "import torch\n\nfc = torch.nn.Linear(4, 1)\nopt = torch.optim.LBFGS(fc.parameters())\n"
+        "for x in torch.utils.data.DataLoader([torch.ones(4)]):\n    opt.step(lambda: fc(x).sum())\n",
     ]
     INVALID = [
         Case(
@@ -233,7 +237,7 @@ class ForwardBackward(Pass):
         fs = graph.file_of(function_id)
         if any(is_node(fs, w, node) for w in call.withs):
             return True
-        if call.stmt_kind not in ("expr", "assign") and not _in_simple_statement(graph.fn(function_id), call):
+        if call.stmt_kind not in ("expr", "assign") and not _in_simple_statement(graph, function_id, call):
             return False
         ctx.add_edit(fs.relpath, WrapStmt(self.id, call.line, why, call.stmt, ctx.names(fs.relpath).node(node)))
         return True
@@ -288,12 +292,15 @@ class ForwardBackward(Pass):
             ctx.add_edit(fs.relpath, function_region(ctx.names(fs.relpath), fn, "compute", self.id, why))
 
 
-def _in_simple_statement(fn, call) -> bool:
-    """The call is part of an expression or assignment statement that runs no backward pass
-    (``output = F.smooth_l1_loss(fc(x), y)``, pytorch/examples' ``regression``): the statement
-    can be timed as the forward, its loss with it; ``model(x).sum().backward()`` cannot."""
+def _in_simple_statement(graph, function_id: str, call) -> bool:
+    """The call is part of an expression or assignment statement that runs no backward pass and
+    no optimizer step (``output = F.smooth_l1_loss(fc(x), y)``, pytorch/examples'
+    ``regression``): the statement can be timed as the forward, its loss with it;
+    ``model(x).sum().backward()`` and ``opt.step(lambda: model(x))`` cannot."""
+    fs, fn = graph.functions[function_id]
     same = [c for c in fn.calls if c.stmt == call.stmt]
-    return any(c.stmt_kind in ("expr", "assign") for c in same) and not any(is_backward(c) for c in same)
+    return any(c.stmt_kind in ("expr", "assign") for c in same) and \
+        not any(is_backward(c) or is_optimizer_step(graph, fs, fn, c) for c in same)
 
 
 def _is_stub(fn) -> bool:
