@@ -78,3 +78,21 @@ def test_every_exit_path_leaves_a_complete_trace(annotated, tmp_path, mode, code
     assert ("ai_root", "ai_root") in names and ("pipeline", "train") in names
     assert ("compute", "backward") in names and ("dataloader", "fetch.iter") in names
     assert any(e["name"] == "end" for e in events)  # finalize() ran
+
+
+def test_the_import_prelude_skips_dynamo_and_hides_no_module(annotated):
+    """The line before dftpass's dftracer import keeps ``torch._dynamo`` out of the process (1.5 s
+    an import), and takes its stand-in out of ``sys.modules`` again: a later import of dftracer's
+    Dynamo backend gets the real module, not an empty one."""
+    from dftpass.core.emitter import IMPORT_PRELUDE
+
+    assert IMPORT_PRELUDE in (annotated / "prog.py").read_text()
+    check = ("import sys; import prog; "
+             "assert 'torch._dynamo' not in sys.modules, 'the prelude did not keep torch._dynamo out'; "
+             "assert 'dftracer.python.dynamo' not in sys.modules, 'the stand-in stayed in sys.modules'; "
+             "from dftracer.python.dynamo import create_backend; print(create_backend.__module__)")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("DFTRACER_")}
+    proc = subprocess.run([sys.executable, "-c", check], cwd=annotated, env=env, capture_output=True, text=True,
+                          timeout=120)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stdout.strip() == "dftracer.python.dynamo"

@@ -57,12 +57,17 @@ NODES: dict[str, tuple[str, str]] = {
 #: dftracer.python's package ``__init__`` imports its Dynamo backend module, which imports
 #: ``torch._dynamo``: 1.5 s on every process of a torch program (each spawn worker too),
 #: tracing on or off. A program that does not use that backend gets this one statement
-#: before dftpass's dftracer import: an empty module stands in for the backend's, so the
-#: import costs milliseconds (docs/decisions.md, "dftracer's import cost").
+#: before dftpass's dftracer import: an empty module stands in for the backend's while the
+#: package is imported, so the import costs milliseconds, and is taken out again at once (its
+#: ``__spec__`` is None, a real module's is not), so that a later ``import
+#: dftracer.python.dynamo`` gets the real module (docs/decisions.md, "dftracer's import cost").
 DYNAMO_MODULE = "dftracer.python.dynamo"
 DYNAMO_NAMES = ("create_backend",)
-IMPORT_PRELUDE = (f'__import__("sys").modules.setdefault("{DYNAMO_MODULE}", '
-                  f'__import__("types").ModuleType("{DYNAMO_MODULE}"))')
+IMPORT_PRELUDE = ('(lambda m, n: [m.setdefault(n, __import__("types").ModuleType(n)), __import__("dftracer.python"), '
+                  f'm[n].__spec__ or m.pop(n)])(__import__("sys").modules, "{DYNAMO_MODULE}")')
+#: the prelude as dftpass wrote it before it took the stand-in out again (``strip`` knows both)
+LEGACY_IMPORT_PRELUDE = (f'__import__("sys").modules.setdefault("{DYNAMO_MODULE}", '
+                         f'__import__("types").ModuleType("{DYNAMO_MODULE}"))')
 IMPORT_PRELUDE_COMMENT = "# dftpass: dftracer without its torch._dynamo import (1.5 s)"
 
 

@@ -36,7 +36,7 @@ from typing import Sequence
 import attrs
 import libcst as cst
 
-from dftpass.core.emitter import IMPORT_PRELUDE, recognize
+from dftpass.core.emitter import IMPORT_PRELUDE, LEGACY_IMPORT_PRELUDE, recognize
 from dftpass.core.linebytes import keep_original_bytes
 from dftpass.core.summary import MODULE_SCOPE, FileSummary
 
@@ -493,7 +493,7 @@ class _Strip(cst.CSTTransformer):
 
 
 def _is_prelude(stmt: cst.BaseStatement) -> bool:
-    return isinstance(stmt, cst.SimpleStatementLine) and len(stmt.body) == 1 and _code(stmt.body[0]) == IMPORT_PRELUDE
+    return isinstance(stmt, cst.SimpleStatementLine) and len(stmt.body) == 1 and _code(stmt.body[0]) in (IMPORT_PRELUDE, LEGACY_IMPORT_PRELUDE)
 
 
 def _after_import_block(stmt: cst.BaseStatement, taken: Sequence[cst.EmptyLine]) -> cst.BaseStatement:
