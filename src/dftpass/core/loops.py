@@ -323,6 +323,10 @@ class LoopAnalysis:
             # range(n): the variable counts the steps; range(0, n, bptt) is an offset
             if len(loop.layers[0].args) == 1 and not facts.step_var:
                 facts.step_var = loop.single_target
+        elif callees[:1] == ["count"] and len(loop.layers[0].args) <= 1 and loop.single_target:
+            # itertools.count(1): the variable counts the steps (regression's batch_idx), from its start
+            facts.int_var = loop.single_target
+            facts.step_var = facts.step_var or loop.single_target
 
     def _is_accumulation(self, fn: FunctionSummary, loop: LoopSummary) -> bool:
         """``for micro_step in range(k)`` inside another loop: part of that loop's step."""

@@ -27,7 +27,9 @@ class StepMetadata(Pass):
         ai.device.update(step=S, epoch=E)`` as the first statement of every batch loop (and
         ``ai.comm.update(...)`` in a distributed project): the subtrees whose events a step
         writes in the training process.
-        ``S`` is the loop's ``enumerate`` index; a loop without one is enumerated
+        ``S`` is the loop's ``enumerate`` index, or its variable when it counts the steps
+        itself (``for i in range(n)``, ``for batch_idx in itertools.count(1)``); a loop
+        without one is enumerated
         (``for batch in loader`` -> ``for _dft_step, batch in enumerate(...)``). ``E`` is the
         enclosing epoch loop's variable, or the parameter through which every caller passes
         it. Every epoch loop with an integer variable also gets ``ai.update(epoch=E)`` (the
@@ -73,6 +75,18 @@ class StepMetadata(Pass):
         "def f(model, items):\n    for i, x in enumerate(items):\n        model(x)\n",
     ]
     INVALID = [
+        Case(
+            # itertools.count(1) counts the steps itself (regression's batch_idx): no enumerate
+            "from itertools import count\n\n\ndef get_batch():\n    return 1\n\n\ndef run(model, opt):\n"
+            "    for batch_idx in count(1):\n        x = get_batch()\n        model(x).backward()\n"
+            "        opt.step()\n        if batch_idx > 3:\n            break\n",
+            "from dftracer.python import ai, env as _dft_env\nfrom itertools import count\n\n\n"
+            "def get_batch():\n    return 1\n\n\ndef run(model, opt):\n    for batch_idx in count(1):\n"
+            "        if _dft_env.DFTRACER_ENABLE:\n"
+            "            ai.compute.update(step=batch_idx); ai.dataloader.update(step=batch_idx); ai.device.update(step=batch_idx)\n"
+            "        x = get_batch()\n        model(x).backward()\n        opt.step()\n"
+            "        if batch_idx > 3:\n            break\n",
+        ),
         Case(
             # a while loop: the step is the counter its body counts up; the update of each
             # step runs only with tracing on (off, it would walk its nodes for nothing)
