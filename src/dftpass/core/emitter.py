@@ -137,8 +137,13 @@ def event(node: str, suffix: str = "") -> tuple[str, str]:
 #: reader reads a negative size as absent) for anything else, so a region never carries the
 #: size an earlier event left on its node (``update`` is sticky).
 IMAGE_SIZE: dict[str, str] = {
-    # what is always a numpy array (np.fromfile)
+    # what is always a numpy array (np.fromfile, imageio.imread)
     "ndarray": "{v}.nbytes",
+    # an array, or something with no size of its own: None (cv2.imread of an unreadable
+    # file), an NpzFile (np.load of an .npz archive)
+    "maybe_array": 'getattr({v}, "nbytes", -1)',
+    # a pyarrow Table (the bytes of its buffers)
+    "table": "{v}.nbytes",
     # what is always a torch tensor (torchvision.io.read_image)
     "tensor": "{v}.element_size() * {v}.nelement()",
     # bytes or str from a file's read()

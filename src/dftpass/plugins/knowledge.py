@@ -1259,3 +1259,13 @@ def _plan_inits(graph: CallGraph, plan: CheckpointPlan, marked: dict[str, set[st
         if any(is_node(fs, d, "checkpoint", "init") for d in fn.decorators):
             continue
         plan.inits[init] = why
+
+
+def torch_name(fs: FileSummary, callee: str) -> str | None:
+    """The file's name for the torch module: the head of ``callee`` as called
+    (``torch.save``, ``th.load``), else a top-level ``import torch``."""
+    head = callee.split(".", 1)[0]
+    if "." in callee and fs.imports.get(head) == "torch":
+        return head
+    return next((local for local, qualified in sorted(fs.imports.items())
+                 if qualified == "torch" and local in fs.top_imports), None)

@@ -6,7 +6,7 @@ from dftpass.core.edits import WrapStmt
 from dftpass.core.emitter import image_size, is_node
 from dftpass.core.findings import Finding, Severity
 from dftpass.core.passes import Case, Expect, Pass, PassKind
-from dftpass.plugins.knowledge import MODEL_NAME, checkpoint_plan, is_optimizer, model_classes, unwrappable
+from dftpass.plugins.knowledge import MODEL_NAME, checkpoint_plan, is_optimizer, model_classes, torch_name, unwrappable
 
 IO_NODES = {"save": "checkpoint.io.write", "load": "checkpoint.io.read"}
 
@@ -239,7 +239,7 @@ class CheckpointIO(Pass):
             if _plain(obj):
                 return image_size(obj, "tensors"), None
             return image_size("", "unknown"), "the object written is an expression"
-        torch = _torch_name(graph, fs, call)
+        torch = torch_name(fs, call.callee)
         if torch is None:
             return image_size("", "unknown"), "the file has no name for torch"
         owner = obj[:-len(".state_dict()")] if obj.endswith(".state_dict()") else ""
@@ -259,13 +259,3 @@ class CheckpointIO(Pass):
 def _plain(text: str) -> bool:
     """A name or an attribute chain (``state``, ``self.state``): reading it runs nothing."""
     return bool(text) and all(part.isidentifier() for part in text.split("."))
-
-
-def _torch_name(graph, fs, call) -> str | None:
-    """The file's name for the torch module: the head of ``torch.save`` as called, else a
-    top-level ``import torch``."""
-    head = call.callee.split(".", 1)[0]
-    if "." in call.callee and fs.imports.get(head) == "torch":
-        return head
-    return next((local for local, qualified in sorted(fs.imports.items())
-                 if qualified == "torch" and local in fs.top_imports), None)

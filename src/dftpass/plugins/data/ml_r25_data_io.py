@@ -9,28 +9,32 @@ from dftpass.core.emitter import image_size, is_node
 from dftpass.core.findings import Finding, Severity
 from dftpass.core.passes import Case, Expect, Pass, PassKind
 from dftpass.core.summary import CallSite, FileSummary, FunctionSummary, StmtPath
-from dftpass.plugins.knowledge import HANDLE_NAME, OPENERS, Handles, call_chain, data_path, does_io, unwrappable
+from dftpass.plugins.knowledge import (
+    HANDLE_NAME, OPENERS, Handles, call_chain, data_path, does_io, torch_name, unwrappable,
+)
 
 #: calls that read data and return it, by qualified name -> what they return (a kind of
 #: :data:`dftpass.core.emitter.IMAGE_SIZE`)
 READS: dict[str, str] = {
-    "numpy.load": "any",  # an array; an NpzFile or a pickled object for .npz / allow_pickle
+    "numpy.load": "maybe_array",  # an array, an NpzFile (.npz); anything with allow_pickle=True
     "numpy.fromfile": "ndarray",
     "numpy.loadtxt": "ndarray",
     "numpy.genfromtxt": "ndarray",
-    "cv2.imread": "any",  # None when the file cannot be read
+    "cv2.imread": "maybe_array",  # None when the file cannot be read
     "torchvision.io.read_image": "tensor",
     "torchvision.io.read_file": "tensor",
     "pandas.read_parquet": "frame",
     "pandas.read_feather": "frame",
     "pandas.read_csv": "frame",  # a reader, not a frame, with chunksize=/iterator=: see _kind_of_read
-    "pyarrow.parquet.read_table": "any",
-    "imageio.imread": "any",
-    "imageio.v2.imread": "any",
-    "imageio.v3.imread": "any",
-    "tifffile.imread": "any",
-    "skimage.io.imread": "any",
-    "torch.load": "any",  # one sample's tensor(s), in the data path (checkpoints are ML-R26's)
+    "pyarrow.parquet.read_table": "table",
+    "imageio.imread": "ndarray",
+    "imageio.v2.imread": "ndarray",
+    "imageio.v3.imread": "ndarray",
+    "tifffile.imread": "ndarray",
+    "skimage.io.imread": "ndarray",
+    # one sample's tensor(s), in the data path (checkpoints are ML-R26's): the tensors of
+    # whatever structure it holds
+    "torch.load": "state",
 }
 #: methods that only convert what a read returned (the statement is still the read)
 CONVERSIONS = frozenset({"astype", "copy", "reshape", "transpose", "squeeze", "convert", "decode"})
@@ -111,7 +115,12 @@ class DataIO(Pass):
 
     Example:
         ``array = np.load(path)`` becomes ``with ai.data.io.read:`` / ``array = np.load(path)``
-        / ``ai.data.io.read.update(image_size=array.nbytes if ... else -1)``.
+        / ``ai.data.io.read.update(image_size=getattr(array, "nbytes", -1))``. The size
+        expression follows what the call returns: ``x.nbytes`` for what is always an array
+        (``np.fromfile``, ``imageio.imread``), ``getattr(x, "nbytes", -1)`` where it may be
+        something without a size (``np.load`` of an ``.npz`` archive, ``cv2.imread`` of an
+        unreadable file), the tensors of a ``torch.load``; the guarded form that measures
+        anything only where nothing says what the value is (a handle's read).
 
     Fix safety:
         Safe: the region is a ``with`` (an exception in the read still ends it), and the
@@ -167,6 +176,19 @@ class DataIO(Pass):
     ]
     INVALID = [
         Case(
+            # a member of an archive is an array: its size plainly; with pickles allowed the
+            # load can return any object: the guarded size
+            "import numpy as np\nfrom torch.utils.data import Dataset\n\n\nclass Pairs(Dataset):\n"
+            "    def __getitem__(self, i):\n        x = np.load(f'{i}.npz')['x']\n"
+            "        meta = np.load(f'{i}.meta.npy', allow_pickle=True)\n        return x, meta\n",
+            "from dftracer.python import ai\nimport numpy as np\nfrom torch.utils.data import Dataset\n\n\n"
+            "class Pairs(Dataset):\n    def __getitem__(self, i):\n        with ai.data.io.read:\n"
+            "            x = np.load(f'{i}.npz')['x']\n            ai.data.io.read.update(image_size=x.nbytes)\n"
+            "        with ai.data.io.read:\n            meta = np.load(f'{i}.meta.npy', allow_pickle=True)\n"
+            "            ai.data.io.read.update(image_size=meta.nbytes if isinstance(getattr(meta, \"nbytes\", None), "
+            "int) else len(meta) if isinstance(meta, (bytes, bytearray, str)) else -1)\n        return x, meta\n",
+        ),
+        Case(
             # the value read is returned at once (DLIO's readers): it is named inside the
             # region, measured there, and returned after it; a comment stays on its line
             "import numpy as np\nfrom PIL import Image\nfrom torch.utils.data import Dataset\n\n\nclass NpyReader:\n    def open(self, filename):\n"
@@ -178,8 +200,7 @@ class DataIO(Pass):
             "\n\nclass NpyReader:\n"
             "    def open(self, filename):\n        with ai.data.io.read:\n"
             "            _dft_read = np.load(filename)  # one sample a file\n"
-            "            ai.data.io.read.update(image_size=_dft_read.nbytes if isinstance(getattr(_dft_read, "
-            "\"nbytes\", None), int) else len(_dft_read) if isinstance(_dft_read, (bytes, bytearray, str)) else -1)\n"
+            "            ai.data.io.read.update(image_size=getattr(_dft_read, \"nbytes\", -1))\n"
             "        return _dft_read\n\n\nclass ImageReader:\n    def open(self, filename):\n"
             "        with ai.data.io.read:\n            _dft_read = np.asarray(Image.open(filename))\n"
             "            ai.data.io.read.update(image_size=_dft_read.nbytes)\n        return _dft_read\n\n\n"
@@ -200,9 +221,7 @@ class DataIO(Pass):
             "    def __len__(self):\n        return len(self.items)\n\n    def __getitem__(self, index):\n"
             "        key, label = self.items[index]\n        # one .npy file per sample\n"
             "        with ai.data.io.read:\n            array = np.load(os.path.join(self.root, key))\n"
-            "            ai.data.io.read.update(image_size=array.nbytes if isinstance(getattr(array, \"nbytes\", "
-            "None), "
-            "int) else len(array) if isinstance(array, (bytes, bytearray, str)) else -1)\n"
+            "            ai.data.io.read.update(image_size=getattr(array, \"nbytes\", -1))\n"
             "        return torch.from_numpy(array), label\n",
         ),
         Case(
@@ -242,11 +261,9 @@ class DataIO(Pass):
             "        data = np.memmap(f'{split}.bin', dtype=np.uint16, mode='r')\n"
             "    ix = torch.randint(len(data) - block_size, (batch_size,))\n    with ai.data.io.read:\n"
             "        x = torch.stack([torch.from_numpy((data[i:i+block_size]).astype(np.int64)) for i in ix])\n"
-            "        ai.data.io.read.update(image_size=x.nbytes if isinstance(getattr(x, \"nbytes\", None), int) "
-            "else len(x) if isinstance(x, (bytes, bytearray, str)) else -1)\n    with ai.data.io.read:\n"
+            "        ai.data.io.read.update(image_size=getattr(x, \"nbytes\", -1))\n    with ai.data.io.read:\n"
             "        y = torch.stack([torch.from_numpy((data[i+1:i+1+block_size]).astype(np.int64)) for i in ix])\n"
-            "        ai.data.io.read.update(image_size=y.nbytes if isinstance(getattr(y, \"nbytes\", None), int) "
-            "else len(y) if isinstance(y, (bytes, bytearray, str)) else -1)\n    return x, y\n\n\n"
+            "        ai.data.io.read.update(image_size=getattr(y, \"nbytes\", -1))\n    return x, y\n\n\n"
             "def train(model, optimizer, steps):\n    for it in range(steps):\n"
             "        X, Y = get_batch('train')\n        loss = model(X, Y)\n        loss.backward()\n"
             "        optimizer.step()\n",
@@ -263,14 +280,10 @@ class DataIO(Pass):
             "class H5Samples(torch.utils.data.Dataset):\n"
             "    def __init__(self, path):\n        self.h5 = h5py.File(path, 'r')\n        self.path = path\n\n"
             "    def __getitem__(self, i):\n        with ai.data.io.read:\n            image = self.h5['images'][i]\n"
-            "            ai.data.io.read.update(image_size=image.nbytes if isinstance(getattr(image, \"nbytes\", "
-            "None), "
-            "int) else len(image) if isinstance(image, (bytes, bytearray, str)) else -1)\n"
+            "            ai.data.io.read.update(image_size=getattr(image, \"nbytes\", -1))\n"
             "        with ai.data.io.open:\n            f = h5py.File(self.path + '.labels', 'r')\n"
             "        labels = f['labels']\n        with ai.data.io.read:\n            label = labels[i]\n"
-            "            ai.data.io.read.update(image_size=label.nbytes if isinstance(getattr(label, \"nbytes\", "
-            "None), "
-            "int) else len(label) if isinstance(label, (bytes, bytearray, str)) else -1)\n"
+            "            ai.data.io.read.update(image_size=getattr(label, \"nbytes\", -1))\n"
             "        with ai.data.io.close:\n            f.close()\n"
             "        return torch.from_numpy(image), int(label)\n",
         ),
@@ -292,9 +305,7 @@ class DataIO(Pass):
             "    def __len__(self):\n        return len(self.index)\n\n    def __getitem__(self, i):\n"
             "        row = self.index.iloc[i]\n        with ai.data.io.read:\n"
             "            image = cv2.imread(row.path)\n"
-            "            ai.data.io.read.update(image_size=image.nbytes if isinstance(getattr(image, \"nbytes\", "
-            "None), "
-            "int) else len(image) if isinstance(image, (bytes, bytearray, str)) else -1)\n"
+            "            ai.data.io.read.update(image_size=getattr(image, \"nbytes\", -1))\n"
             "        image = cv2.cvtColor(image, cv2.COLOR_BGR2RGB)\n        with ai.data.io.read:\n"
             "            depth = np.fromfile(row.depth, dtype=np.float32).reshape(480, 640)\n"
             "            ai.data.io.read.update(image_size=depth.nbytes)\n        with ai.data.io.read:\n"
@@ -317,11 +328,10 @@ class DataIO(Pass):
             "    def __getitem__(self, i):\n        if self.h5 is None:\n            with ai.data.io.open:\n"
             "                self.h5 = h5py.File(self.path, 'r')\n        with ai.data.io.read:\n"
             "            x = self.h5['x'][i]\n"
-            "            ai.data.io.read.update(image_size=x.nbytes if isinstance(getattr(x, \"nbytes\", None), int) "
-            "else len(x) if isinstance(x, (bytes, bytearray, str)) else -1)\n        x = x[..., ::-1]\n        try:\n"
+            "            ai.data.io.read.update(image_size=getattr(x, \"nbytes\", -1))\n        x = x[..., ::-1]\n        try:\n"
             "            with ai.data.io.read:\n                y = torch.load(f'{i}.pt')\n"
-            "                ai.data.io.read.update(image_size=y.nbytes if isinstance(getattr(y, \"nbytes\", None), "
-            "int) else len(y) if isinstance(y, (bytes, bytearray, str)) else -1)\n"
+            "                ai.data.io.read.update(image_size=sum(t.element_size() * t.nelement() for t in "
+            "torch.utils._pytree.tree_flatten(y)[0] if torch.is_tensor(t)))\n"
             "        except FileNotFoundError:\n            y = None\n        return x, y\n",
         ),
         Case(
@@ -369,7 +379,10 @@ class DataIO(Pass):
         names = ctx.names(fs.relpath)
         node = f"data.io.{region.op}"
         holder = bind or region.holder or ""
-        tail = (names.node_update(node, image_size=image_size(holder, region.kind)),) if measure else ()
+        kind, torch = region.kind, torch_name(fs, region.what)
+        if kind == "state" and torch is None:
+            kind = "any"  # the tensors' walk needs the file's name for torch
+        tail = (names.node_update(node, image_size=image_size(holder, kind, torch or "torch")),) if measure else ()
         ctx.add_edit(fs.relpath, WrapStmt(self.id, region.line, f"{region.what}: {why}", region.path,
                                           names.node(node), tail, bind))
 
@@ -440,6 +453,8 @@ def _read_or_open(graph, fs, fn, handles: Handles, value: str | None, keywords, 
                 return "read", f"{base}({inner[0]}())", "ndarray"
         if qualified in READS and all(m in CONVERSIONS for m in methods):
             kind = READS[qualified] if not methods and not subs else "any"
+            if qualified == "numpy.load":
+                kind = _numpy_load_kind(keywords, methods, subs)
             if READS[qualified] == "ndarray" and not subs and all(m in ARRAY_METHODS for m in methods):
                 kind = "ndarray"  # ``np.fromfile(p, dtype=...).reshape(h, w)`` is still an array
             if qualified == "pandas.read_csv" and any(k in ("chunksize", "iterator") for k, _ in keywords):
@@ -455,7 +470,7 @@ def _read_or_open(graph, fs, fn, handles: Handles, value: str | None, keywords, 
                     and not subs:
                 return "read", f"{base}().{methods[0]}()", "image"
             if opened in ("h5file", "zarr") and not methods and subs >= (2 if opened == "h5file" else 1):
-                return "read", f"{base}()[...]", "any"
+                return "read", f"{base}()[...]", "maybe_array"
             return None
         # a method of a handle: ``buf = f.read()``, ``img = img.convert('RGB')``
         receiver, _, method = base.rpartition(".")
@@ -469,7 +484,7 @@ def _read_or_open(graph, fs, fn, handles: Handles, value: str | None, keywords, 
         if "[]." in base:
             holder, _, method = base.partition("[].")
             if _NAME.match(holder) and method in MEMMAP_COPIES and handles.kind(holder, path) == "memmap":
-                return "read", f"{holder}[...].{method}()", "any"
+                return "read", f"{holder}[...].{method}()", "maybe_array"
         return None
     # a subscript of a handle: ``x = f['images'][i]``, ``y = ds[i]``
     if value and value.endswith("[]"):
@@ -478,8 +493,17 @@ def _read_or_open(graph, fs, fn, handles: Handles, value: str | None, keywords, 
         if _NAME.match(holder) and value == holder + "[]" * subs:
             handle = handles.kind(holder, path)
             if handle == "h5file" and subs >= 2 or handle in ("h5dataset", "zarr"):
-                return "read", f"{holder}[...]", "any"
+                return "read", f"{holder}[...]", "maybe_array"
     return None
+
+
+def _numpy_load_kind(keywords, methods, subs: int) -> str:
+    """What ``np.load(...)`` gives: without ``allow_pickle=True`` an array or an NpzFile, and a
+    member of either (``np.load(p)['x']``) or a conversion of it is an array; with pickles
+    allowed it can be any object."""
+    if any(k == "allow_pickle" and v not in ("False", None) for k, v in keywords):
+        return "any"
+    return "ndarray" if methods or subs else "maybe_array"
 
 
 def _memmap_copy(graph, fs, fn, handles: Handles, path: StmtPath):
@@ -490,10 +514,10 @@ def _memmap_copy(graph, fs, fn, handles: Handles, path: StmtPath):
             continue
         holder, sep, method = call.callee.partition("[].")
         if sep and _NAME.match(holder) and method in MEMMAP_COPIES and handles.kind(holder, path) == "memmap":
-            return "read", f"{holder}[...].{method}()", "any"
+            return "read", f"{holder}[...].{method}()", "maybe_array"
         if graph.qualify(fs, call.callee) in COPY_CALLS and call.args and call.args[0] \
                 and call.args[0].endswith("[]") and handles.kind(call.args[0][:-2], path) == "memmap":
-            return "read", f"{call.callee}({call.args[0][:-2]}[...])", "any"
+            return "read", f"{call.callee}({call.args[0][:-2]}[...])", "maybe_array"
     return None
 
 
