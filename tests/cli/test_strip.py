@@ -131,3 +131,38 @@ def test_strip_gives_back_a_returned_read_that_was_named_to_be_measured(cli, tmp
                                      "    return np.load(filename)")
     else:
         assert got == READER
+
+
+FRAMEWORK_PROGRAMS = {
+    "fit_lightning.py": (
+        "import lightning as L\nimport torch\n\n\nclass Regressor(L.LightningModule):\n"
+        "    def __init__(self):\n        super().__init__()\n        self.net = torch.nn.Linear(4, 1)\n\n"
+        "    def training_step(self, batch, batch_idx):\n        x, y = batch\n"
+        "        return torch.nn.functional.mse_loss(self.net(x), y)\n\n\n"
+        "def main(dm):\n    trainer = L.Trainer(max_epochs=2)\n    trainer.fit(Regressor(), datamodule=dm)\n"),
+    "fit_keras.py": (
+        "import keras\nimport numpy as np\n\nmodel = keras.Sequential([keras.layers.Dense(1)])\n"
+        "model.compile(loss='mse')\nmodel.fit(np.zeros((8, 2)), np.zeros((8, 1)), epochs=1)\n"),
+}
+
+
+@pytest.mark.parametrize("how", [[], ["--all"]], ids=["record", "all"])
+def test_strip_takes_out_the_framework_callbacks_and_their_import(cli, tmp_path, how):
+    """ML-R12/R13 add one line where the trainer is built or ``fit`` is called, and the import
+    of dftpass.runtime; strip, from the record or by shape, gives the original bytes back."""
+    project = tmp_path / "p"
+    project.mkdir()
+    for name, text in FRAMEWORK_PROGRAMS.items():
+        (project / name).write_text(text)
+    annotated, stripped = tmp_path / "annotated", tmp_path / "stripped"
+    r = cli("run", project, "--out", annotated, "--select", "ML-R12", "--select", "ML-R13",
+            "--set", "project.kind=program")
+    assert r.code == 0, r.err
+    assert "trainer.callbacks.append(_dft_runtime.LightningCallback())" in (annotated / "fit_lightning.py").read_text()
+    assert "callbacks=[_dft_runtime.KerasCallback()]" in (annotated / "fit_keras.py").read_text()
+    if how:  # by shape alone: the record is gone (a tree copied without its .dftpass)
+        shutil.rmtree(annotated / ".dftpass")
+    r = cli("strip", annotated, "--out", stripped, *how)
+    assert r.code == 0, r.err
+    for name, text in FRAMEWORK_PROGRAMS.items():
+        assert (stripped / name).read_text() == text, name

@@ -260,19 +260,19 @@ _CANDIDATES = {
     "pytorch_lightning": ("pytorch_lightning", "_dft_pytorch_lightning"),
     "keras": ("keras", "_dft_keras"),
     "tensorflow": ("tf", "_dft_tf"),
-    # classes dftpass defines in a file (a framework plugin's callback)
-    "lightning_callback": ("_DftLightningCallback", "_DftLightningCallback_"),
-    "keras_callback": ("_DftKerasCallback", "_DftKerasCallback_"),
+    # the framework callbacks an annotated program builds (dftpass.runtime)
+    "dftpass.runtime": ("_dft_runtime",),
 }
 #: the API's symbols besides ``ai``: the logger and the function decorator. :func:`recognize`
 #: returns paths that start with one of them for their uses
 OTHER_SYMBOLS = ("dftracer", "dft_fn", "env", "create_backend", "profiling")
 _API_SYMBOLS = ("ai", *OTHER_SYMBOLS)
 #: names dftpass defines (not imports) in a file
-_OWN_NAMES = ("log", "dlp", "worker_init", "lightning_callback", "keras_callback")
+_OWN_NAMES = ("log", "dlp", "worker_init")
 _STDLIB = ("os", "atexit", "signal", "multiprocessing", "json", "functools")
 #: other modules the emitted code may import (only where the program already uses them)
-_MODULES = (*_STDLIB, "jax", "torch", "lightning.pytorch", "pytorch_lightning", "keras", "tensorflow")
+_MODULES = (*_STDLIB, "jax", "torch", "lightning.pytorch", "pytorch_lightning", "keras", "tensorflow",
+            "dftpass.runtime")
 
 
 def _existing(fs: FileSummary, symbol: str) -> str | None:

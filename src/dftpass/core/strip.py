@@ -45,8 +45,11 @@ _CODE = cst.Module([])
 _OWN_NAMES = re.compile(r"^_dft_step_?$")
 #: the profiler object ML-R28 binds
 _OWN_PROFILER = re.compile(r"^_dft_prof_?$")
-#: a callback dftpass adds to a framework's ``callbacks=`` list (``--all`` takes it out)
-_OWN_CALLBACK = re.compile(r"^_Dft\w*Callback_?\(\)$")
+#: a callback dftpass adds to a framework's ``callbacks=`` list (``--all`` takes it out):
+#: ``_dft_runtime.KerasCallback()``, or the class older versions defined in the file
+_OWN_CALLBACK = re.compile(r"^(_dft_runtime_?\.\w*Callback|_Dft\w*Callback_?)\(\)$")
+#: the module of those callbacks, as dftpass imports it
+_RUNTIME_IMPORT = re.compile(r"^import dftpass\.runtime as (_dft_runtime_?)$")
 #: names only dftpass binds to a value it measures or waits for (``--all`` gives the
 #: statement back)
 _BOUND_NAMES = re.compile(r"^_dft_(read|result)_?$")
@@ -403,6 +406,10 @@ class _Strip(cst.CSTTransformer):
         node, _, method = callee.rpartition(".")
         if method == "step" and _OWN_PROFILER.match(node):
             return True  # the profiler ML-R28 opened (its ``with`` goes too)
+        args = small.value.args
+        if method == "append" and node.rpartition(".")[2] == "callbacks" and len(args) == 1 \
+                and _OWN_CALLBACK.match(_code(args[0].value)):
+            return True  # ``trainer.callbacks.append(_dft_runtime.LightningCallback())`` (ML-R12)
         return (method in ("start", "stop") and self._is_region(node)) or (
             method == "update" and self.fs is not None and recognize(self.fs, callee) is not None
             and not (recognize(self.fs, callee) or "").startswith(("dftracer", "dft_fn")))
@@ -472,6 +479,10 @@ class _Strip(cst.CSTTransformer):
             if small is not None and std[_code(small)] > 0:
                 std[_code(small)] -= 1
                 block.append(stmt)
+                continue
+            runtime = _RUNTIME_IMPORT.match(_code(small)) if self.strip_all and small is not None else None
+            if runtime and runtime.group(1) not in used:
+                block.append(stmt)  # the callbacks' module, once no callback is left
                 continue
             if isinstance(small, cst.ImportFrom) and _is_api_import(small):
                 # a name dftpass imported goes once nothing uses it (a region the user wrote

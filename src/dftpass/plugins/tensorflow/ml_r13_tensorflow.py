@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 from dftpass.core.edits import AddArgument, InsertAfter, InsertBefore, WrapBody, WrapStmt
-from dftpass.core.emitter import FileNames, is_node, recognize
+from dftpass.core.emitter import is_node, recognize
 from dftpass.core.findings import Finding, Severity
 from dftpass.core.passes import Case, Pass, PassKind
-from dftpass.core.placement import has_region, top_level_line
+from dftpass.core.placement import has_region
 from dftpass.plugins.analyses.compiled import PYTHON_BRIDGES, normalize
 from dftpass.core.summary import CallSite, FileSummary, FunctionSummary
 from dftpass.plugins.knowledge import MODEL_NAME, calls_at, is_backward, is_optimizer_step, sibling, step_calls
@@ -18,6 +18,8 @@ TF_COMPILERS = frozenset({"tensorflow.function"})
 KERAS_MODULES = ("keras", "tensorflow.keras", "tf_keras")
 #: ``fit``'s positional parameters up to ``callbacks`` (x, y, batch_size, epochs, verbose, callbacks)
 CALLBACKS_POSITION = 5
+#: where the callbacks are defined, once (the annotated program imports it)
+RUNTIME = "dftpass.runtime"
 
 
 class TensorFlowLoops(Pass):
@@ -32,8 +34,10 @@ class TensorFlowLoops(Pass):
           gets ``with ai.compute.backward:`` and ``optimizer.apply_gradients(...)``
           ``ai.compute.step.start()``/``.stop()``.
         * ``model.fit(...)`` of a Keras model gets ``with ai.pipeline.train:`` and a callback
-          in ``callbacks=`` (added to the list, or as the keyword): ``_DftKerasCallback``, a
-          class dftpass adds to the file, opens ``ai.pipeline.epoch`` per epoch, ``ai.compute``
+          in ``callbacks=`` (added to the list, or as the keyword):
+          ``_dft_runtime.KerasCallback()`` (``TfKerasCallback`` for ``tf.keras``), defined once
+          in :mod:`dftpass.runtime` (``import dftpass.runtime as _dft_runtime``), opens
+          ``ai.pipeline.epoch`` per epoch, ``ai.compute``
           per training batch (``on_train_batch_begin`` to ``on_train_batch_end``), and
           ``ai.pipeline.evaluate`` around the validation of each epoch, with epoch and
           step on the events. ``model.evaluate(...)`` gets ``with ai.pipeline.evaluate:``.
@@ -49,11 +53,11 @@ class TensorFlowLoops(Pass):
     Example:
         ``history = model.fit(ds, epochs=2, callbacks=[ckpt])`` becomes ``with
         ai.pipeline.train:`` / ``history = model.fit(ds, epochs=2, callbacks=[ckpt,
-        _DftKerasCallback()])``.
+        _dft_runtime.KerasCallback()])``.
 
     Fix safety:
         Safe: the callback only starts and stops regions and has no state Keras saves;
-        ``callbacks=cbs`` (a name) becomes ``callbacks=[*(cbs or []), _DftKerasCallback()]``,
+        ``callbacks=cbs`` (a name) becomes ``callbacks=[*(cbs or []), _dft_runtime.KerasCallback()]``,
         a new list, so the program's own list is not changed. A ``fit`` called with
         ``**kwargs`` or with its callbacks given by position is not changed (a note says
         so). On a GPU, TensorFlow returns from a step before the device finishes it; the
@@ -139,53 +143,21 @@ class TensorFlowLoops(Pass):
             "    history = model.fit(train_ds, validation_data=val_ds, epochs=2,\n"
             "                        callbacks=[keras.callbacks.ModelCheckpoint('m.keras')])\n"
             "    model.evaluate(test_ds)\n    return history\n",
-            "from dftracer.python import ai\nimport keras\n\n\nclass _DftKerasCallback(keras.callbacks.Callback):\n"
-            '    """dftpass: dftracer regions for the loops model.fit runs (epochs, training batches,\n'
-            '    validation)."""\n\n    def __init__(self):\n        super().__init__()\n'
-            "        self._open = {}\n        self._epoch = 0\n        self._step = 0\n\n"
-            "    def _region(self, node, on):\n        if on and id(node) not in self._open:\n"
-            "            self._open[id(node)] = node\n            node.start()\n"
-            "        elif not on and id(node) in self._open:\n            self._open.pop(id(node)).stop()\n\n"
-            "    def on_epoch_begin(self, epoch, logs=None):\n        self._epoch = epoch\n"
-            "        self._region(ai.pipeline.epoch, True)\n        ai.update(epoch=epoch)\n\n"
-            "    def on_train_batch_begin(self, batch, logs=None):\n"
-            "        ai.compute.update(step=self._step, epoch=self._epoch)\n"
-            "        self._region(ai.compute, True)\n\n"
-            "    def on_train_batch_end(self, batch, logs=None):\n        self._region(ai.compute, False)\n"
-            "        self._step += 1\n\n    def on_test_begin(self, logs=None):\n"
-            "        self._region(ai.pipeline.evaluate, True)\n\n    def on_test_end(self, logs=None):\n"
-            "        self._region(ai.pipeline.evaluate, False)\n\n    def on_epoch_end(self, epoch, logs=None):\n"
-            "        self._region(ai.pipeline.epoch, False)\n\n"
+            "import dftpass.runtime as _dft_runtime\nfrom dftracer.python import ai\nimport keras\n\n\n"
             "def main(train_ds, val_ds, test_ds):\n"
             "    model = keras.Sequential([keras.layers.Dense(1)])\n    model.compile(loss='mse')\n"
             "    with ai.pipeline.train:\n"
             "        history = model.fit(train_ds, validation_data=val_ds, epochs=2,\n"
-            "                            callbacks=[keras.callbacks.ModelCheckpoint('m.keras'), _DftKerasCallback()])\n"
+            "                            callbacks=[keras.callbacks.ModelCheckpoint('m.keras'), _dft_runtime.KerasCallback()])\n"
             "    with ai.pipeline.evaluate:\n        model.evaluate(test_ds)\n    return history\n",
         ),
         Case(
-            # a script: the callback class goes before the statement that fits
+            # a script: one line changes
             'import keras\nimport numpy as np\n\nmodel = keras.Sequential([keras.layers.Dense(1)])\nmodel.compile(loss="mse")\nmodel.fit(np.zeros((8, 2)), np.zeros((8, 1)), epochs=1)\n',
-            "from dftracer.python import ai\nimport keras\nimport numpy as np\n\n"
+            "import dftpass.runtime as _dft_runtime\nfrom dftracer.python import ai\nimport keras\nimport numpy as np\n\n"
             'model = keras.Sequential([keras.layers.Dense(1)])\nmodel.compile(loss="mse")\n'
-            "class _DftKerasCallback(keras.callbacks.Callback):\n"
-            '    """dftpass: dftracer regions for the loops model.fit runs (epochs, training batches,\n'
-            '    validation)."""\n\n    def __init__(self):\n        super().__init__()\n'
-            "        self._open = {}\n        self._epoch = 0\n        self._step = 0\n\n"
-            "    def _region(self, node, on):\n        if on and id(node) not in self._open:\n"
-            "            self._open[id(node)] = node\n            node.start()\n"
-            "        elif not on and id(node) in self._open:\n            self._open.pop(id(node)).stop()\n\n"
-            "    def on_epoch_begin(self, epoch, logs=None):\n        self._epoch = epoch\n"
-            "        self._region(ai.pipeline.epoch, True)\n        ai.update(epoch=epoch)\n\n"
-            "    def on_train_batch_begin(self, batch, logs=None):\n"
-            "        ai.compute.update(step=self._step, epoch=self._epoch)\n"
-            "        self._region(ai.compute, True)\n\n    def on_train_batch_end(self, batch, logs=None):\n"
-            "        self._region(ai.compute, False)\n        self._step += 1\n\n"
-            "    def on_test_begin(self, logs=None):\n        self._region(ai.pipeline.evaluate, True)\n\n"
-            "    def on_test_end(self, logs=None):\n        self._region(ai.pipeline.evaluate, False)\n\n"
-            "    def on_epoch_end(self, epoch, logs=None):\n        self._region(ai.pipeline.epoch, False)\n\n"
             "with ai.pipeline.train:\n"
-            "    model.fit(np.zeros((8, 2)), np.zeros((8, 1)), epochs=1, callbacks=[_DftKerasCallback()])\n",
+            "    model.fit(np.zeros((8, 2)), np.zeros((8, 1)), epochs=1, callbacks=[_dft_runtime.KerasCallback()])\n",
         ),
     ]
 
@@ -194,7 +166,6 @@ class TensorFlowLoops(Pass):
         for function_id, index in step_calls(graph, loops):
             self._step_call(ctx, graph, compiled, function_id, index)
         self._python_readers(ctx, graph, compiled)
-        callback_files: dict[str, tuple] = {}
         for function_id, (fs, fn) in sorted(graph.functions.items()):
             if compiled.hard(function_id) or not _uses_keras(fs):
                 continue
@@ -205,15 +176,8 @@ class TensorFlowLoops(Pass):
                 if call.stmt_kind in ("expr", "assign") and not any(is_node(fs, w, node) for w in call.withs):
                     ctx.add_edit(fs.relpath, WrapStmt(self.id, call.line, f"{node.split('.')[1]} phase: "
                                                       f"{call.callee}()", call.stmt, ctx.names(fs.relpath).node(node)))
-                if call.method == "fit" and self._callback(ctx, fs, fn, call):
-                    top = call.stmt[:1]  # the top-level statement the fit is in (a def, or a script's line)
-                    if fs.relpath not in callback_files or top < callback_files[fs.relpath]:
-                        callback_files[fs.relpath] = top
-        for relpath, top in callback_files.items():
-            fs, names = ctx.summary(relpath), ctx.names(relpath)
-            if not any(c.name == names.own("keras_callback") for c in fs.classes):
-                ctx.add_edit(relpath, InsertBefore(self.id, top_level_line(fs, top), "the callback of ML-R13", top,
-                                                   callback_class(names, fs), take_comments=False, separate=True))
+                if call.method == "fit":
+                    self._callback(ctx, fs, fn, call)
 
     # -- custom loops --------------------------------------------------------------------------
     def _step_call(self, ctx, graph, compiled, function_id: str, index: int) -> None:
@@ -273,7 +237,6 @@ class TensorFlowLoops(Pass):
     def _callback(self, ctx, fs: FileSummary, fn: FunctionSummary, call: CallSite) -> bool:
         """Add the callback to ``fit``'s ``callbacks``; False if it cannot go there."""
         names = ctx.names(fs.relpath)
-        callback = names.own("keras_callback")
         given = dict(call.keywords)
         if any(a is not None and a.startswith("**") for a in call.args) or "**" in call.callee or \
                 len(call.args) > CALLBACKS_POSITION:
@@ -282,8 +245,10 @@ class TensorFlowLoops(Pass):
                                    "no dftracer callback added (pass callbacks= by keyword)", fs.relpath,
                                    call.line, severity=Severity.INFO))
             return False
-        if any(c.callee == callback and c.stmt == call.stmt for c in fn.calls):
+        name = _callback_name(fs)
+        if any(c.callee.endswith(f".{name}") and c.stmt == call.stmt for c in fn.calls):
             return False  # added already
+        callback = f"{names.module(RUNTIME)}.{name}"
         ctx.add_edit(fs.relpath, AddArgument(self.id, call.line, "the epochs and steps of fit, from a callback",
                                              call.stmt, call.callee, "callbacks", f"{callback}()",
                                              new="callbacks" not in given))
@@ -321,43 +286,8 @@ def _is_keras_model(graph, function_id: str, fs: FileSummary, receiver: str) -> 
     return bool(MODEL_NAME.search(receiver.rsplit(".", 1)[-1]))
 
 
-def callback_class(names: FileNames, fs: FileSummary) -> str:
-    """The source of the Keras callback class (spelled through the file's names)."""
-    cls = names.own("keras_callback")
+def _callback_name(fs: FileSummary) -> str:
+    """The callback of the Keras the file uses (``keras``, else ``tf.keras``: in TensorFlow
+    before 2.16 that is Keras 2, whose ``Callback`` is another class)."""
     uses_keras = any(q == "keras" or q.startswith("keras.") for q in fs.imports.values())
-    base = f"{names.module('keras')}.callbacks.Callback" if uses_keras else \
-        f"{names.module('tensorflow')}.keras.callbacks.Callback"
-    epoch_node, evaluate, compute = (names.node(n) for n in ("pipeline.epoch", "pipeline.evaluate", "compute"))
-    step_update = names.subtree_update(["compute"], step="self._step", epoch="self._epoch")
-    return (
-        f"class {cls}({base}):\n"
-        f'    """dftpass: dftracer regions for the loops model.fit runs (epochs, training batches,\n'
-        f'    validation)."""\n\n'
-        f"    def __init__(self):\n"
-        f"        super().__init__()\n"
-        f"        self._open = {{}}\n"
-        f"        self._epoch = 0\n"
-        f"        self._step = 0\n\n"
-        f"    def _region(self, node, on):\n"
-        f"        if on and id(node) not in self._open:\n"
-        f"            self._open[id(node)] = node\n"
-        f"            node.start()\n"
-        f"        elif not on and id(node) in self._open:\n"
-        f"            self._open.pop(id(node)).stop()\n\n"
-        f"    def on_epoch_begin(self, epoch, logs=None):\n"
-        f"        self._epoch = epoch\n"
-        f"        self._region({epoch_node}, True)\n"
-        f"        {names.update(epoch='epoch')}\n\n"
-        f"    def on_train_batch_begin(self, batch, logs=None):\n"
-        f"        {step_update}\n"
-        f"        self._region({compute}, True)\n\n"
-        f"    def on_train_batch_end(self, batch, logs=None):\n"
-        f"        self._region({compute}, False)\n"
-        f"        self._step += 1\n\n"
-        f"    def on_test_begin(self, logs=None):\n"
-        f"        self._region({evaluate}, True)\n\n"
-        f"    def on_test_end(self, logs=None):\n"
-        f"        self._region({evaluate}, False)\n\n"
-        f"    def on_epoch_end(self, epoch, logs=None):\n"
-        f"        self._region({epoch_node}, False)\n"
-    )
+    return "KerasCallback" if uses_keras else "TfKerasCallback"

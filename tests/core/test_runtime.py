@@ -1,0 +1,100 @@
+"""dftpass.runtime: the framework callbacks an annotated program imports, defined once."""
+
+from __future__ import annotations
+
+import pickle
+import subprocess
+import sys
+
+import pytest
+
+from dftpass.core.emitter import NODES
+
+
+def test_the_runtime_imports_nothing_it_does_not_need():
+    """An annotated Keras program imports ``dftpass.runtime``: that must not import the rest
+    of dftpass (libcst, the pass manager), nor Lightning, nor dftracer before the program's
+    own import prelude has run."""
+    code = ("import sys, dftpass.runtime\n"
+            "bad = [m for m in sys.modules if m.startswith(('dftpass.core', 'dftpass.plugins', 'libcst', "
+            "'lightning', 'keras', 'dftracer'))]\nprint(bad)\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"
+
+
+def test_the_runtime_spells_the_nodes_the_emitter_spells():
+    """One place per fact: the runtime cannot import the emitter (it would pull in libcst), so
+    its node paths are held to :data:`dftpass.core.emitter.NODES` here."""
+    pytest.importorskip("dftracer.python", reason="the dftracer package is not installed")
+    from dftracer.python import ai
+
+    from dftpass.runtime import regions
+
+    for path, node in regions.PATHS.items():
+        assert path in NODES, path
+        found = ai
+        for part in path.split("."):
+            found = getattr(found, part)
+        assert found is node, path
+
+
+def test_regions_open_and_close_once_whatever_the_order():
+    pytest.importorskip("dftracer.python", reason="the dftracer package is not installed")
+    from dftpass.runtime.regions import Regions
+
+    class Node:
+        def __init__(self):
+            self.calls = []
+
+        def start(self):
+            self.calls.append("start")
+
+        def stop(self):
+            self.calls.append("stop")
+
+    node, regions = Node(), Regions()
+    regions.close(node)  # a hook that ends what was never begun (validation before an epoch)
+    regions.open(node)
+    regions.open(node)
+    assert regions.is_open(node)
+    regions.set(node, False)
+    regions.close(node)
+    assert node.calls == ["start", "stop"] and not regions.is_open(node)
+
+
+def test_an_unknown_name_is_an_attribute_error():
+    import dftpass.runtime
+
+    with pytest.raises(AttributeError, match="NoSuchCallback"):
+        dftpass.runtime.NoSuchCallback  # noqa: B018
+
+
+@pytest.mark.lightning
+def test_the_lightning_callback_is_a_lightning_callback_and_pickles():
+    pytest.importorskip("lightning", reason="lightning is in the frameworks extra")
+    import lightning.pytorch as pl
+
+    import dftpass.runtime
+
+    callback = dftpass.runtime.LightningCallback()
+    assert isinstance(callback, pl.Callback)
+    assert dftpass.runtime.LightningCallback is type(callback)  # made once
+    # a spawned DDP worker or a deep copy of the trainer pickles its callbacks
+    again = pickle.loads(pickle.dumps(callback))
+    assert type(again) is type(callback)
+
+
+@pytest.mark.lightning
+def test_the_pytorch_lightning_callback_derives_from_that_package():
+    pl = pytest.importorskip("pytorch_lightning", reason="pytorch_lightning (the older package name) is not installed")
+    import dftpass.runtime
+
+    assert isinstance(dftpass.runtime.PytorchLightningCallback(), pl.Callback)
+
+
+@pytest.mark.tensorflow
+def test_the_keras_callback_is_a_keras_callback():
+    keras = pytest.importorskip("keras", reason="keras is in the frameworks extra")
+    import dftpass.runtime
+
+    assert isinstance(dftpass.runtime.KerasCallback(), keras.callbacks.Callback)
