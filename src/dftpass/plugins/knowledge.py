@@ -1231,11 +1231,14 @@ def _plan_inits(graph: CallGraph, plan: CheckpointPlan, marked: dict[str, set[st
     """``@ai.checkpoint.init`` on the ``__init__`` of each checkpointing class: one with a method
     that saves and one that loads (through its own methods, its bases' or, for a base that
     declares them, its subclasses' overrides: DLIO's ``BaseCheckpointing``), none that trains
-    or evaluates, not a model or a data set. Of constructors that run one another (a subclass's
-    ``super().__init__()``) only the innermost: the node is not re-entrant."""
+    or evaluates, not a model or a data set. An abstract base's constructor that only its
+    subclasses' constructors run gives the region to those; of the other constructors that run
+    one another (a subclass's ``super().__init__()``) only the innermost: the node is not
+    re-entrant."""
     saves = marked[CHECKPOINT_NODES["save"]] | annotated[CHECKPOINT_NODES["save"]]
     loads = marked[CHECKPOINT_NODES["load"]] | annotated[CHECKPOINT_NODES["load"]]
     found: dict[str, str] = {}
+    constructs: dict[str, set[str]] = {}  # constructor -> the classes whose construction starts there
     owners = {graph.class_of_method(f) for f in saves | loads} - {None}
     for class_id in sorted({c for owner in owners for c in graph.mro(owner)}):
         fs, cs = graph.classes[class_id]
@@ -1252,13 +1255,30 @@ def _plan_inits(graph: CallGraph, plan: CheckpointPlan, marked: dict[str, set[st
         init = graph.method(class_id, "__init__")
         if init is not None:
             found.setdefault(init, f"{cs.name} saves and loads checkpoints: its construction")
+            constructs.setdefault(init, set()).add(class_id)
+    # an abstract base's constructor, run only by its subclasses' own constructors: the region
+    # goes on those (each concrete class's construction whole, as DLIO's authors place it)
+    reached = {inner for init in found for inner in flow_reach(graph, init) & (set(found) - {init})}
+    kept = {init for init in found
+            if not (init in reached and all(_is_abstract(graph, c) for c in constructs[init]))}
     for init, why in sorted(found.items()):
-        if flow_reach(graph, init) & (set(found) - {init}):
+        if init not in kept or flow_reach(graph, init) & (kept - {init}):
             continue  # runs a constructor that has the region
         fs, fn = graph.functions[init]
         if any(is_node(fs, d, "checkpoint", "init") for d in fn.decorators):
             continue
         plan.inits[init] = why
+
+
+def _is_abstract(graph: CallGraph, class_id: str) -> bool:
+    """A class with an ``@abstractmethod`` of its own (it is never instantiated itself)."""
+    _, cs = graph.classes[class_id]
+    for name in cs.methods:
+        method = graph.method(class_id, name)
+        if method in graph.functions and any(d.rsplit(".", 1)[-1] == "abstractmethod"
+                                             for d in graph.functions[method][1].decorators):
+            return True
+    return False
 
 
 def torch_name(fs: FileSummary, callee: str) -> str | None:

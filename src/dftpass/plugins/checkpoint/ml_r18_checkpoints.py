@@ -43,8 +43,10 @@ class CheckpointRegions(Pass):
           (pytorch/examples' imagenet), the region goes around the ``if``/``else`` too.
         * A checkpointing class (one method saves, one loads, none trains: DLIO's
           ``save_state``/``load_state``) gets ``@ai.checkpoint.init`` on its ``__init__`` (event
-          ``checkpoint.init``); of constructors that run one another (``super().__init__()``),
-          the innermost.
+          ``checkpoint.init``). An abstract base's constructor that only the subclasses'
+          constructors run leaves the region to them (each concrete class's construction,
+          whole: where DLIO's authors put it); of other constructors that run one another
+          (``super().__init__()``), the innermost: the node is not re-entrant.
 
         ``torch.save`` of something that is not state (predictions an evaluation function
         saves, a tensor computed in the function) is left alone, and so is a
@@ -101,6 +103,21 @@ class CheckpointRegions(Pass):
         "    return AutoModelForCausalLM.from_pretrained('gpt2')\n",
     ]
     INVALID = [
+        Case(
+            # a base that is built itself keeps the region; its subclass's constructor runs it
+            # (the node is not re-entrant: one region per construction)
+            'import torch\n\n\nclass Saver:\n    def __init__(self, path):\n        self.path = path\n\n'
+            '    def save(self, state):\n        torch.save(state, self.path)\n\n'
+            '    def load(self, model):\n        model.load_state_dict(torch.load(self.path))\n\n\n'
+            'class BestSaver(Saver):\n    def __init__(self, path):\n        super().__init__(path)\n'
+            '        self.best = None\n',
+            'from dftracer.python import ai\nimport torch\n\n\nclass Saver:\n    @ai.checkpoint.init\n'
+            '    def __init__(self, path):\n        self.path = path\n\n    @ai.checkpoint.capture\n'
+            '    def save(self, state):\n        torch.save(state, self.path)\n\n    @ai.checkpoint.restart\n'
+            '    def load(self, model):\n        model.load_state_dict(torch.load(self.path))\n\n\n'
+            'class BestSaver(Saver):\n    def __init__(self, path):\n        super().__init__(path)\n'
+            '        self.best = None\n',
+        ),
         Case(
             # the bundled app's shape: functions that only save / only load
             "import os\n\nimport torch\n\n\ndef save_checkpoint(path, model, optimizer, epoch):\n"
@@ -175,7 +192,7 @@ class CheckpointRegions(Pass):
             '        name = self.get_name(suffix)\n        state = torch.load(name)\n'
             '        assert len(state.keys()) > 0\n',
             'from dftracer.python import ai\nimport os\nfrom abc import ABC, abstractmethod\n\nimport torch\n\n'
-            '\nclass BaseCheckpointing(ABC):\n    @ai.checkpoint.init\n    def __init__(self, ext):\n'
+            '\nclass BaseCheckpointing(ABC):\n    def __init__(self, ext):\n'
             '        self.ext = ext\n'
             '        self.model_state = {"layer": torch.zeros(1024, dtype=torch.int8)}\n\n'
             '    def get_name(self, suffix):\n'
@@ -185,7 +202,7 @@ class CheckpointRegions(Pass):
             '        self.save_state(suffix=f"model-{epoch}-{step}", state=self.model_state)\n\n'
             '    def restart(self, epoch, step):\n'
             '        self.load_state(suffix=f"model-{epoch}-{step}", state=self.model_state)\n\n\n'
-            'class PyTorchCheckpointing(BaseCheckpointing):\n    def __init__(self):\n'
+            'class PyTorchCheckpointing(BaseCheckpointing):\n    @ai.checkpoint.init\n    def __init__(self):\n'
             '        super().__init__("pt")\n\n    @ai.checkpoint.capture\n'
             '    def save_state(self, suffix, state):\n        name = self.get_name(suffix)\n'
             '        with open(name, "wb") as f:\n            torch.save(state, f)\n\n'
