@@ -98,7 +98,9 @@ class OtherIO(Pass):
         writes a file opened for it (``with open(p, 'w') as f: json.dump(m, f)``: everything
         written through ``f`` so far), the array or frame in memory (``np.savetxt``,
         ``read_csv``), ``len`` of what ``f.read()`` returned; otherwise ``-1``, "not
-        measured" (a parsed configuration has no size of its own). A TensorBoard
+        measured" (a parsed configuration has no size of its own), and only where another
+        region of the same node sets a size (``update`` sticks to the node: the ``-1`` keeps
+        that size off this region; where nothing sets one, no line is written). A TensorBoard
         ``SummaryWriter``'s ``flush()``/``close()`` (where its queued events reach the
         file) gets ``with ai.other.log:``.
 
@@ -164,6 +166,19 @@ class OtherIO(Pass):
     ]
     INVALID = [
         Case(
+            # nothing in the project has a size for these writes: no ``update(image_size=-1)``
+            # lines (minGPT's setup_logging)
+            "import json\nimport sys\n\n\ndef setup_logging(path, config):\n"
+            "    with open(path + '/args.txt', 'w') as f:\n        f.write(' '.join(sys.argv))\n"
+            "    with open(path + '/config.json', 'w') as f:\n        f.write(json.dumps(config, indent=4))\n\n\n"
+            "def main():\n    setup_logging('out', {'lr': 0.1})\n\n\nif __name__ == '__main__':\n    main()\n",
+            "from dftracer.python import ai\nimport json\nimport sys\n\n\ndef setup_logging(path, config):\n"
+            "    with open(path + '/args.txt', 'w') as f:\n        with ai.other.io.write:\n"
+            "            f.write(' '.join(sys.argv))\n    with open(path + '/config.json', 'w') as f:\n"
+            "        with ai.other.io.write:\n            f.write(json.dumps(config, indent=4))\n\n\n"
+            "def main():\n    setup_logging('out', {'lr': 0.1})\n\n\nif __name__ == '__main__':\n    main()\n",
+        ),
+        Case(
             # the start-up configuration read, and the results written at the end
             "import json\n\nimport yaml\n\n\ndef main(config_path, out):\n    with open(config_path) as f:\n"
             "        cfg = yaml.safe_load(f)\n    history = fit(cfg)\n    with open(out, 'w') as fh:\n"
@@ -227,6 +242,7 @@ class OtherIO(Pass):
         programs = ctx.analysis("programs")
         excluded = set(data_path(graph, loops)) | _checkpoint_functions(graph) | _inside_regions(graph)
         hot = _batch_reach(graph, loops)
+        found: list[tuple[str, _Region]] = []
         for function_id, module_statements in sorted(_scope(graph, programs).items()):
             if function_id in excluded:
                 continue
@@ -236,9 +252,14 @@ class OtherIO(Pass):
             for region in _regions(graph, function_id, self.options.image_size):
                 if fn.is_module and not _runs_after_start(fs, region, module_statements):
                     continue
-                self._emit(ctx, graph, loops, function_id, region, function_id in hot)
+                found.append((function_id, region))
+        # ``update(image_size=-1)`` only keeps a size set elsewhere off a region that has none
+        # (``update`` sticks to the node): where nothing sets one, it is a line for nothing
+        sized = {region.node for _, region in found if region.kind != "unknown"} | _sized_by_hand(graph)
+        for function_id, region in found:
+            self._emit(ctx, graph, loops, function_id, region, function_id in hot, region.node in sized)
 
-    def _emit(self, ctx, graph, loops, function_id: str, region: _Region, hot: bool) -> None:
+    def _emit(self, ctx, graph, loops, function_id: str, region: _Region, hot: bool, sized: bool = True) -> None:
         fs, fn = graph.functions[function_id]
         calls = [(i, c) for i, c in enumerate(fn.calls) if c.stmt == region.path]
         if any(_region_node(fs, w) for c in fn.calls if c.stmt[:-1] == region.path[:-1] or c.stmt == region.path
@@ -270,11 +291,22 @@ class OtherIO(Pass):
             return
         names = ctx.names(fs.relpath)
         tail = (names.node_update(region.node, image_size=image_size(region.holder or "", region.kind)),) \
-            if measure else ()
+            if measure and (sized or region.kind != "unknown") else ()
         why = {"other.io.read": "configuration or metadata read", "other.io.write": "stats, results or metadata write",
                "other.log": "TensorBoard events written"}[region.node]
         ctx.add_edit(fs.relpath, WrapStmt(self.id, region.line, f"{region.what}: {why}, not per batch", region.path,
                                           names.node(region.node), tail))
+
+
+def _sized_by_hand(graph) -> set[str]:
+    """The ``other.io`` nodes whose ``image_size`` the project sets itself somewhere."""
+    out = set()
+    for fs, fn in graph.functions.values():
+        for call in fn.calls:
+            if call.method == "update" and any(k == "image_size" for k, _ in call.keywords):
+                out |= {f"other.io.{op}" for op in ("open", "read", "write", "close")
+                        if is_node(fs, call.receiver, f"other.io.{op}")}
+    return out
 
 
 def _region_node(fs: FileSummary, text: str | None) -> bool:
