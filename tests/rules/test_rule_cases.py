@@ -11,12 +11,12 @@ import importlib
 
 import pytest
 
-from dftpass.core.manager import BUNDLED_PLUGINS
+from dftpass.core.manager import own_plugins
 from dftpass.core.passes import PassKind
 from dftpass.plugins.builtin import PASSES as BUILTIN
 from dftpass.testing import check_case
 
-PASSES = [*BUILTIN, *(p for m in BUNDLED_PLUGINS.values() for p in importlib.import_module(m).dftpass_passes())]
+PASSES = [*BUILTIN, *(p for m in own_plugins().values() for p in importlib.import_module(m).dftpass_passes())]
 RULES = [p for p in PASSES if p.is_rule()]
 #: rules on source code; runtime rules (on traces) are tested on real traces in tests/analysis
 SOURCE_RULES = [p for p in RULES if p.kind in (PassKind.TRANSFORM, PassKind.CHECK)]

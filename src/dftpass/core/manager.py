@@ -42,10 +42,11 @@ log = structlog.get_logger("dftpass")
 
 AUTOLOAD_ENV = "DFTPASS_DISABLE_PLUGIN_AUTOLOAD"
 BUILTIN_PLUGIN = "dftpass.plugins.builtin"
-#: the framework plugins shipped with dftpass: entry points like any third party's (their
-#: names are what ``plugins.disable`` takes), and loaded even with auto-loading off
-BUNDLED_PLUGINS = {"jax": "dftpass.plugins.jax", "lightning": "dftpass.plugins.lightning",
-                   "tensorflow": "dftpass.plugins.tensorflow"}
+#: the distribution whose entry points load even with auto-loading off: the framework
+#: plugins dftpass ships (``jax``, ``lightning``, ``tensorflow`` in pyproject.toml) register
+#: through entry points like any third party's, and their names are what ``plugins.disable``
+#: takes
+OWN_DISTRIBUTION = "dftpass"
 #: the analysis that tells a program from a library: transform passes do not run on a library
 LIBRARY_GATE = "programs"
 
@@ -73,6 +74,17 @@ def _entry_points() -> tuple:
     return tuple(importlib.metadata.entry_points(group=hookspecs.PROJECT_NAME))
 
 
+def _distribution(ep) -> str:
+    return getattr(getattr(ep, "dist", None), "name", "") or ""
+
+
+def own_plugins() -> dict[str, str]:
+    """The plugins dftpass's own distribution declares besides the built-in one: entry
+    point name -> module (the framework plugins)."""
+    return {ep.name: ep.value for ep in _entry_points()
+            if _distribution(ep) == OWN_DISTRIBUTION and ep.name != "builtin"}
+
+
 @attrs.frozen
 class PluginFailure:
     """A plugin that could not be loaded: skipped, and said."""
@@ -98,20 +110,19 @@ def make_plugin_manager(disable: Iterable[str] = (), load: Iterable[str] = (),
     pm.register(importlib.import_module(BUILTIN_PLUGIN), name="builtin")
     for name in disable:
         pm.set_blocked(name)
-    for name, module in BUNDLED_PLUGINS.items():
-        if not pm.is_blocked(name):
-            pm.register(importlib.import_module(module), name=name)
-    if os.environ.get(AUTOLOAD_ENV, "") not in ("1", "true", "yes"):
-        for ep in _entry_points():
-            if pm.get_plugin(ep.name) is not None or pm.is_blocked(ep.name):
-                continue  # "builtin" is dftpass's own entry point, registered above
-            try:
-                plugin = ep.load()
-            except Exception as exc:  # noqa: BLE001 - a plugin's bug must not stop dftpass
-                dist = getattr(getattr(ep, "dist", None), "name", "") or ""
-                failures.append(PluginFailure(ep.name, dist, f"{type(exc).__name__}: {exc}"))
-                continue
-            pm.register(plugin, name=ep.name)
+    autoload = os.environ.get(AUTOLOAD_ENV, "") not in ("1", "true", "yes")
+    for ep in _entry_points():
+        if pm.get_plugin(ep.name) is not None or pm.is_blocked(ep.name):
+            continue  # "builtin" is dftpass's own entry point, registered above
+        dist = _distribution(ep)
+        if not autoload and dist != OWN_DISTRIBUTION:
+            continue
+        try:
+            plugin = ep.load()
+        except Exception as exc:  # noqa: BLE001 - a plugin's bug must not stop dftpass
+            failures.append(PluginFailure(ep.name, dist, f"{type(exc).__name__}: {exc}"))
+            continue
+        pm.register(plugin, name=ep.name)
     for module_name in load:
         try:
             module = importlib.import_module(module_name)
@@ -262,7 +273,7 @@ class PassManager:
                                           f"plugins.disable: {', '.join(self.blocked())}")
                     raise ConfigError(f"{where} unknown rule {pattern!r}")
         # dftpass's own passes cannot be disabled; its framework plugins can
-        known = ({ep.name for ep in _entry_points()} | set(BUNDLED_PLUGINS)) - {"builtin"}
+        known = {ep.name for ep in _entry_points()} - {"builtin"}
         for name in self.config.get("plugins.disable") or ():
             if name not in known:
                 src = self.config.source("plugins.disable")
