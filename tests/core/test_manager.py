@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from dftpass.core.config import Config, Source, Value
+from dftpass.core.findings import Severity
 from dftpass.core.manager import PassManager, PipelineError
 from dftpass.core.passes import Pass, PassKind
 from dftpass.core.pipeline import annotate
@@ -146,3 +147,38 @@ def test_per_path_override_switches_a_rule_off_for_some_files(project):
                                  project__kind="program"))
     result = annotate(root, manager.config, "plan", passes=["ML-R6"], manager=manager, jobs=1)
     assert {rel for rel, _ in result.edits()} == {"a.py"}
+
+
+def _wrapping_pass(pid, after=()):
+    """A transform that puts ``with ai.compute:`` around ``train_step(x)``."""
+    from dftpass.core.edits import WrapStmt
+
+    def run(self, ctx):
+        graph = ctx.analysis("callgraph")
+        for fs, fn in graph.functions.values():
+            for call in fn.calls:
+                if call.callee == "train_step":
+                    ctx.add_edit(fs.relpath, WrapStmt(pid, call.line, "the step", call.stmt,
+                                                      ctx.names(fs.relpath).node("compute")))
+
+    return type(f"W_{pid.replace('-', '_')}", (Pass,), {
+        "id": pid, "title": pid, "kind": PassKind.TRANSFORM, "requires": ("callgraph",), "after": after,
+        "run": run})
+
+
+@pytest.mark.parametrize("declared", [True, False], ids=["declared", "by-id"])
+def test_an_edit_that_loses_to_another_rules_is_reported_naming_both(project, declared):
+    """Two rules that place the same region on one statement: the second is not placed, and
+    the finding names the rule that holds it and whether the order was declared (``after``)
+    or only the ids' order."""
+    root = project({"a.py": "def main(x):\n    train_step(x)\n\n\ndef train_step(x):\n    return x\n"})
+    manager = PassManager(config(rules__select=["K-1", "K-2"], project__kind="program"))
+    manager.add_passes(_wrapping_pass("K-1"), _wrapping_pass("K-2", after=("K-1",) if declared else ()))
+    result = annotate(root, manager.config, "plan", manager=manager, jobs=1)
+    assert [e.rule for _, e in result.edits()] == ["K-1"]
+    lost = [f for f in result.findings if f.rule == "K-2"]
+    assert len(lost) == 1 and "K-1 places the same region there" in lost[0].message
+    if declared:
+        assert "K-2 runs after K-1, as it declares" in lost[0].message and lost[0].severity == Severity.INFO
+    else:
+        assert "only by the order of their ids" in lost[0].message and lost[0].severity == Severity.WARNING

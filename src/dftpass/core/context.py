@@ -104,7 +104,16 @@ class RunContext:
                                     severity=Severity.INFO))
                 return False
         edit_set = self.edit_sets.setdefault(relpath, EditSet(relpath))
-        return edit_set.add(edit)
+        if edit_set.add(edit):
+            return True
+        winner = edit_set.holder(edit)
+        if winner is not None and self.mode != "validate":
+            # an order that only the ids decide is a rule writer's to fix: said at default verbosity
+            declared = self.manager.runs_after(edit.rule, winner)
+            self.report(Finding(edit.rule, f"not placed: {edit.why}: {winner} places the same region there "
+                                f"({self.manager.precedence(winner, edit.rule)})", relpath, edit.line,
+                                severity=Severity.INFO if declared else Severity.WARNING))
+        return False
 
     def report(self, finding: Finding) -> None:
         if finding.path and not self.rule_enabled_for(finding.rule, finding.path) \

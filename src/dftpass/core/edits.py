@@ -129,7 +129,8 @@ class EditSet:
     relpath: str
     edits: list[Edit] = attrs.field(factory=list)
     _seen: set[Edit] = attrs.field(factory=set)
-    _regions: set[tuple] = attrs.field(factory=set)
+    #: region key -> the rule whose edit holds it
+    _regions: dict[tuple, str] = attrs.field(factory=dict)
     #: dftracer names to import, as (name, alias); stdlib modules as (module, alias)
     api_imports: list[tuple[str, str]] = attrs.field(factory=list)
     std_imports: list[tuple[str, str]] = attrs.field(factory=list)
@@ -140,15 +141,22 @@ class EditSet:
         """Queue ``edit``; an identical edit queued before is not queued again, and neither is
         a second region of the same node on the same statement or function (by another rule:
         the node would nest in itself, and dftracer keeps only the inner event). The rule
-        that runs first wins; rules order themselves with ``after``."""
+        that runs first wins (rules order themselves with ``after``); :meth:`holder` says
+        which, for the finding that names both."""
         key = _region_key(edit)
         if edit in self._seen or (key is not None and key in self._regions):
             return False
         self._seen.add(edit)
         if key is not None:
-            self._regions.add(key)
+            self._regions[key] = edit.rule
         self.edits.append(edit)
         return True
+
+    def holder(self, edit: Edit) -> str | None:
+        """The rule whose edit already holds the region ``edit`` would place, if another's."""
+        key = _region_key(edit)
+        rule = self._regions.get(key) if key is not None else None
+        return rule if rule is not None and rule != edit.rule else None
 
     def __bool__(self) -> bool:
         return bool(self.edits)

@@ -353,6 +353,29 @@ class PassManager:
             raise PipelineError(f"pass ordering has a cycle: {names}")
         return list(nx.lexicographical_topological_sort(graph, key=natural_key))
 
+    def runs_after(self, later: str, earlier: str) -> bool:
+        """Whether ``later`` declares (through ``after`` or ``requires``, directly or not) that
+        it runs after ``earlier``."""
+        seen, todo = set(), [later]
+        while todo:
+            pid = todo.pop()
+            cls = self.registry.get(pid)
+            if cls is None or pid in seen:
+                continue
+            seen.add(pid)
+            for before in (*cls.after, *cls.requires):
+                if before == earlier:
+                    return True
+                todo.append(before)
+        return False
+
+    def precedence(self, winner: str, loser: str) -> str:
+        """Why ``winner``'s edit came first, as a finding says it."""
+        if self.runs_after(loser, winner):
+            return f"{loser} runs after {winner}, as it declares"
+        return (f"{winner} ran first only by the order of their ids: nothing declares which goes first "
+                f"(`after` in one of them)")
+
     # -- running -----------------------------------------------------------------------
     def gate(self, ctx: RunContext, cls: type[Pass]) -> str | None:
         """None if the pass may run, else why it is skipped."""
@@ -378,12 +401,11 @@ class PassManager:
             if why and why.startswith("skipped: a library") and not any(
                     t.status.startswith("skipped: a library") for t in ctx.timings):
                 # said once, by the first pass it stops
-                ctx.report(Finding(TOOL, f"treated as a library: {why.split('(', 1)[1].rstrip(')')}; no AI "
-                                   "regions are added (`--set project.kind=program` annotates it anyway, "
-                                   "`project.entries` names the entries to instrument)",
-                                   # a warning where the user expects regions; nothing to fix in validate
-                                   severity=Severity.WARNING if ctx.mode != "validate"
-                                   and "ml" in ctx.analysis("frameworks").names else Severity.INFO))
+                ctx.report(Finding(TOOL, f"treated as a library, so no AI regions are added: "
+                                   f"{ctx.analysis(LIBRARY_GATE).reason}. `--set project.kind=program` "
+                                   "annotates it anyway; `project.entries` names the entries to instrument",
+                                   # said where the user expects regions (nothing to fix in validate)
+                                   severity=Severity.WARNING if ctx.mode != "validate" else Severity.INFO))
             if why:
                 ctx.timings.append(PassTiming(pid, 0.0, why))
                 log.debug("pass skipped", pass_id=pid, reason=why)
