@@ -24,7 +24,6 @@ from pathlib import Path
 import attrs
 
 from dftpass.core.loops import split_of
-from dftpass.plugins.knowledge import BUILTIN_KNOWLEDGE
 
 #: the settings of a DataLoader that advice reads, and their positions in torch's signature
 #: (None: keyword-only)
@@ -122,7 +121,8 @@ class ProgramFacts:
 def program_facts(graph, loops, detection, project_root: Path | None, command: list[str] | None,
                   cwd: str | None, machine: dict | None) -> ProgramFacts:
     scope, entry = _scope(graph, project_root, command, cwd)
-    factories = set(BUILTIN_KNOWLEDGE["loader_factories"]) | set(loops.options.loader_factories)
+    # every plugin's library knowledge, merged by the loops analysis (dftpass_knowledge)
+    factories = set(loops.options.loader_factories)
     loaders: list[LoaderFacts] = []
     start_method = None
     for function_id, (fs, fn) in sorted(graph.functions.items()):

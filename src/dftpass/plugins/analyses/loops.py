@@ -7,7 +7,7 @@ import attrs
 from dftpass.core import emitter
 from dftpass.core.loops import LoopAnalysis, LoopOptions
 from dftpass.core.passes import Pass, PassKind
-from dftpass.plugins.knowledge import BUILTIN_KNOWLEDGE, does_step
+from dftpass.plugins.knowledge import does_step
 
 
 class LoopsAnalysis(Pass):
@@ -35,10 +35,10 @@ class LoopsAnalysis(Pass):
                             lambda function_id, loops: does_step(graph, function_id, loops)).run()
 
 
-def with_knowledge(options: LoopOptions, knowledge: dict[str, tuple[str, ...]] | None = None) -> LoopOptions:
-    """``options`` with the plugins' library lists added (default: dftpass's own knowledge):
-    a project's ``loader_factories`` adds to ``DataLoader`` and the others, never replaces them."""
-    known = knowledge if knowledge is not None else BUILTIN_KNOWLEDGE
+def with_knowledge(options: LoopOptions, known: dict[str, tuple[str, ...]]) -> LoopOptions:
+    """``options`` with the plugins' library lists added (``PassManager.knowledge``: every
+    plugin's ``dftpass_knowledge``): a project's ``loader_factories`` adds to ``DataLoader``
+    and the others, never replaces them."""
     names = [options.loader_name_pattern, *known.get("loader_names", ())]
     # each alternative keeps its own flags: ``(?i)x`` -> ``(?i:x)``
     pattern = "|".join(f"(?i:{p[4:]})" if p.startswith("(?i)") else f"(?:{p})" for p in names)
