@@ -92,3 +92,24 @@ def test_the_plugin_adds_a_build_flag_to_the_install_plan(plugin_site, project):
     assert r.returncode == 0, r.stderr
     assert r.stdout.startswith("DFTRACER_ENABLE_MPI=ON ") and "--no-binary dftracer dftracer" in r.stdout
     assert "DFTRACER_ENABLE_MPI (examplefw's collectives run on MPI (plugin example))" in r.stderr
+
+
+def test_the_plugin_rule_written_on_the_public_api_times_a_sites_collectives(plugin_site, project):
+    """EX-2 (dftpass.api only) wraps examplefw's collectives, through the real CLI; its
+    examples are its tests, and explain prints its documentation."""
+    root = project({"train.py": (
+        "import examplefw as ex\n\n\ndef train(loader, model):\n    for x in loader:\n"
+        "        grads = model(x)\n        grads = ex.allreduce(grads)\n    ex.barrier()\n\n\n"
+        "if __name__ == '__main__':\n    train([1, 2], lambda x: x)\n")})
+    r = dftpass(plugin_site, "plan", root)
+    assert r.returncode == 0, r.stderr
+    assert "+        with ai.comm.all_reduce:\n+            grads = ex.allreduce(grads)" in r.stdout
+    assert "+    with ai.comm.barrier:" in r.stdout
+    explained = dftpass(plugin_site, "explain", "EX-2")
+    assert explained.returncode == 0 and "examplefw collectives" in explained.stdout
+    check = ("import sys\nfrom dftpass.testing import check_case\n"
+             "from dftpass_example_plugin.collectives import ExampleCollectives as R\n"
+             "for case in R.INVALID:\n    check_case(R, case)\nprint('ok')\n")
+    ran = subprocess.run([sys.executable, "-c", check], capture_output=True, text=True,
+                         env={**os.environ, "PYTHONPATH": str(plugin_site)})
+    assert ran.returncode == 0 and ran.stdout.strip().endswith("ok"), ran.stderr

@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-from dftpass.core.edits import Decorate, InsertAfter, InsertBefore
-from dftpass.core.emitter import nesting_rank
-from dftpass.core.findings import Finding, Severity
-from dftpass.core.passes import Case, Pass, PassKind
-from dftpass.core.placement import function_region, has_region
-from dftpass.plugins.knowledge import checkpoint_plan
+from dftpass.api import (
+    Case, checkpoint_plan, Decorate, Finding, function_region, has_region, InsertAfter, InsertBefore, nesting_rank,
+    Pass, PassKind, Severity,
+)
 
 
 class CheckpointRegions(Pass):

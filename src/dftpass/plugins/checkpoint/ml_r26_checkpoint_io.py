@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-from dftpass.core.edits import WrapStmt
-from dftpass.core.emitter import image_size, is_node
-from dftpass.core.findings import Finding, Severity
-from dftpass.core.passes import Case, Expect, Pass, PassKind
-from dftpass.plugins.knowledge import MODEL_NAME, checkpoint_plan, is_optimizer, model_classes, torch_name, unwrappable
+from dftpass.api import (
+    Case, checkpoint_plan, Expect, Finding, image_size, is_node, is_optimizer, model_classes, MODEL_NAME, Pass,
+    PassKind, Severity, torch_name, unwrappable, WrapStmt,
+)
 
 IO_NODES = {"save": "checkpoint.io.write", "load": "checkpoint.io.read"}
 

@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-from dftpass.core.edits import Decorate, WrapBody
-from dftpass.core.emitter import DFT_FN_MAGIC_NAMES, GENERIC_DECORATORS
-from dftpass.core.findings import Finding, Severity
-from dftpass.core.passes import Case, Expect, Pass, PassKind
-from dftpass.plugins.checks.regions import RULES_THAT_PLACE, module_loggers, region_of
+from dftpass.api import (
+    Case, Decorate, DFT_FN_MAGIC_NAMES, Expect, Finding, GENERIC_DECORATORS, module_loggers, Pass, PassKind,
+    region_of, RULES_THAT_PLACE, Severity, WrapBody,
+)
 
 #: decorators that turn a function into something else: a region above them wraps that
 #: object (a property, a cache, a static method), not the function

@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-from dftpass.core.findings import Finding, Severity
-from dftpass.core.passes import Case, Expect, Pass, PassKind
-from dftpass.plugins.checks.regions import RULES_THAT_PLACE, regions_on
+from dftpass.api import Case, Expect, Finding, Pass, PassKind, regions_on, RULES_THAT_PLACE, Severity
 
 #: what each compiler does to a region (the ``compiled`` analysis finds the functions)
 WHY = {

@@ -4,12 +4,10 @@ from __future__ import annotations
 
 import re
 
-from dftpass.core.edits import WrapStmt
-from dftpass.core.emitter import is_node
-from dftpass.core.findings import Finding, Severity
-from dftpass.core.passes import Case, Expect, Pass, PassKind
-from dftpass.core.placement import has_region
-from dftpass.plugins.knowledge import LOSS_NAME, is_model_call, model_classes, unwrappable
+from dftpass.api import (
+    Case, Expect, Finding, has_region, is_model_call, is_node, LOSS_NAME, model_classes, Pass, PassKind, Severity,
+    unwrappable, WrapStmt,
+)
 
 #: device strings of accelerators (``'cuda'``, ``'cuda:1'``, ``'mps'``...); ``'cpu'`` is not one
 ACCELERATORS = ("cuda", "mps", "xpu", "hpu", "npu", "xla", "mlu", "musa")

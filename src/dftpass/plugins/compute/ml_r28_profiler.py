@@ -4,9 +4,7 @@ from __future__ import annotations
 
 import attrs
 
-from dftpass.core.edits import InsertBefore, WrapStmt
-from dftpass.core.passes import Case, Pass, PassKind
-from dftpass.plugins.knowledge import trains
+from dftpass.api import Case, InsertBefore, Pass, PassKind, trains, WrapStmt
 
 #: the name of the profiler object in the ``with`` (its ``step()`` is called per batch)
 PROFILER_NAME = "_dft_prof"

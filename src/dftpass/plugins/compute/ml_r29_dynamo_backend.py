@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import attrs
 
-from dftpass.core.edits import AddArgument, InsertAfter
-from dftpass.core.findings import Finding, Severity
-from dftpass.core.passes import Case, Pass, PassKind
-from dftpass.plugins.knowledge import is_model_call, model_classes, step_calls, trains
+from dftpass.api import (
+    AddArgument, Case, Finding, InsertAfter, is_model_call, model_classes, Pass, PassKind, Severity, step_calls,
+    trains,
+)
 
 COMPILE = "torch.compile"
 

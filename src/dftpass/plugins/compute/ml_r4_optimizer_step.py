@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-from dftpass.core.edits import InsertAfter, InsertBefore
-from dftpass.core.emitter import is_node
-from dftpass.core.passes import Case, Pass, PassKind
-from dftpass.plugins.knowledge import calls_at, is_backward, is_optimizer_step, sibling
+from dftpass.api import (
+    calls_at, Case, InsertAfter, InsertBefore, is_backward, is_node, is_optimizer_step, Pass, PassKind, sibling,
+)
 
 #: in-place tensor methods a hand-written optimizer applies to each parameter
 IN_PLACE_UPDATES = ("add_", "sub_", "addcdiv_", "addcmul_", "copy_")

@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-from dftpass.core.edits import WrapStmt
-from dftpass.core.emitter import is_node
-from dftpass.core.findings import Finding, Severity
-from dftpass.core.passes import Case, Pass, PassKind
-from dftpass.core.placement import function_region, has_region
-from dftpass.plugins.knowledge import (built_by_factory, is_backward, is_compute_step, is_library_layer, is_model_call,
-                                       is_optimizer_step, is_top_level_model, model_classes, step_calls, trains)
+from dftpass.api import (
+    built_by_factory, Case, Finding, function_region, has_region, is_backward, is_compute_step, is_library_layer,
+    is_model_call, is_node, is_optimizer_step, is_top_level_model, model_classes, Pass, PassKind, Severity,
+    step_calls, trains, WrapStmt,
+)
 
 
 #: more candidate model classes than this at one call site: the call site is timed instead

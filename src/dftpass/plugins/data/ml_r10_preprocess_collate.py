@@ -4,12 +4,11 @@ from __future__ import annotations
 
 import re
 
-from dftpass.core.edits import Decorate, Edit, WrapBody, WrapStmt
-from dftpass.core.emitter import FileNames, aliases, is_derived, is_node, nesting_rank
-from dftpass.core.passes import Case, Pass, PassKind
-from dftpass.core.placement import function_region, has_region, needs_body_region
-from dftpass.core.values import kind, subject
-from dftpass.plugins.knowledge import dataset_sample_readers, does_io, unwrappable
+from dftpass.api import (
+    aliases, Case, dataset_sample_readers, Decorate, does_io, Edit, FileNames, function_region, has_region,
+    is_derived, is_node, needs_body_region, nesting_rank, origin_kind as kind, origin_subject as subject, Pass,
+    PassKind, unwrappable, WrapBody, WrapStmt,
+)
 
 NODE = "data.preprocess"
 COLLATE = "collate"

@@ -2,10 +2,7 @@
 
 from __future__ import annotations
 
-from dftpass.core.edits import InsertAfter, InsertBefore
-from dftpass.core.findings import Finding, Severity
-from dftpass.core.passes import Case, Expect, Pass, PassKind
-from dftpass.core.placement import top_level_line
+from dftpass.api import Case, Expect, Finding, InsertAfter, InsertBefore, Pass, PassKind, Severity, top_level_line
 
 #: loaders that take a ``worker_init_fn`` and start worker processes
 WORKER_LOADERS = ("DataLoader", "StatefulDataLoader")

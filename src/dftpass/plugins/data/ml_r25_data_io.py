@@ -4,13 +4,9 @@ from __future__ import annotations
 
 import attrs
 
-from dftpass.core.edits import WrapStmt
-from dftpass.core.emitter import image_size, is_node
-from dftpass.core.findings import Finding, Severity
-from dftpass.core.passes import Case, Expect, Pass, PassKind
-from dftpass.core.summary import CallSite, FileSummary, FunctionSummary, StmtPath
-from dftpass.plugins.knowledge import (
-    HANDLE_NAME, OPENERS, Handles, call_chain, data_path, does_io, torch_name, unwrappable,
+from dftpass.api import (
+    call_chain, CallSite, Case, data_path, does_io, Expect, FileSummary, Finding, FunctionSummary, HANDLE_NAME,
+    Handles, image_size, is_node, OPENERS, Pass, PassKind, Severity, StmtPath, torch_name, unwrappable, WrapStmt,
 )
 
 #: calls that read data and return it, by qualified name -> what they return (a kind of

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-from dftpass.core.findings import Finding, Severity
-from dftpass.core.passes import Case, Pass, PassKind
-from dftpass.core.placement import function_region, has_region
+from dftpass.api import (
+    Case, DATASET_BASES, dataset_sample_readers, Finding, function_region, has_region, Pass, PassKind,
+    per_sample_functions, sample_readers, Severity,
+)
 # the recognisers live in knowledge.py (ML-R25 and ML-R27 need the same data path); the names
 # stay importable from here
-from dftpass.plugins.knowledge import DATASET_BASES, dataset_sample_readers, per_sample_functions, \
-    sample_readers  # noqa: F401
 
 
 class DatasetItems(Pass):

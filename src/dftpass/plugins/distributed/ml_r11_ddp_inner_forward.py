@@ -2,13 +2,10 @@
 
 from __future__ import annotations
 
-from dftpass.core.edits import WrapStmt
-from dftpass.core.emitter import is_node
-from dftpass.core.findings import Finding, Severity
-from dftpass.core.passes import Case, Expect, Pass, PassKind
-from dftpass.core.placement import has_region
-from dftpass.core.values import kind, subject
-from dftpass.plugins.knowledge import LOSS_NAME, MODEL_FACTORIES, model_classes
+from dftpass.api import (
+    Case, Expect, Finding, has_region, is_node, LOSS_NAME, model_classes, MODEL_FACTORIES, origin_kind as kind,
+    origin_subject as subject, Pass, PassKind, Severity, WrapStmt,
+)
 
 #: wrapper class (last name) -> what its ``forward`` does besides the module's own forward
 WRAPPERS = {

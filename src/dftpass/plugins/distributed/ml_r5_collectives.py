@@ -5,12 +5,10 @@ from __future__ import annotations
 import re
 from typing import NamedTuple
 
-from dftpass.core.edits import WrapStmt
-from dftpass.core.emitter import recognize
-from dftpass.core.findings import Finding, Severity
-from dftpass.core.passes import Case, Expect, Pass, PassKind
-from dftpass.core.values import kind, subject
-from dftpass.plugins.knowledge import calls_at, sibling, unwrappable
+from dftpass.api import (
+    calls_at, Case, Expect, Finding, origin_kind as kind, origin_subject as subject, Pass, PassKind, recognize,
+    Severity, sibling, unwrappable, WrapStmt,
+)
 
 #: torch.distributed function -> the ``ai.comm`` node (there is no ``broadcast`` node: ``bcast``)
 TORCH_OPS = {

@@ -4,13 +4,10 @@ from __future__ import annotations
 
 import attrs
 
-from dftpass.core.edits import Decorate, InsertBefore, WrapBody
-from dftpass.core.emitter import DFT_FN_MAGIC_NAMES, recognize
-from dftpass.core.passes import Case, Pass, PassKind
-from dftpass.core.placement import needs_body_region, top_level_line
-from dftpass.core.summary import MODULE_SCOPE, FileSummary, FunctionSummary
-from dftpass.plugins.checks.regions import RULES_THAT_PLACE
-from dftpass.plugins.knowledge import is_top_level_model
+from dftpass.api import (
+    Case, Decorate, DFT_FN_MAGIC_NAMES, FileSummary, FunctionSummary, InsertBefore, is_top_level_model,
+    MODULE_SCOPE, needs_body_region, Pass, PassKind, recognize, RULES_THAT_PLACE, top_level_line, WrapBody,
+)
 
 #: decorators of functions that do not run as Python (ML-R23): their caller is timed instead
 COMPILED_DECORATORS = frozenset({"jit", "njit", "vectorize", "guvectorize", "cfunc", "stencil", "script",

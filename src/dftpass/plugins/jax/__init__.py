@@ -16,7 +16,7 @@ no rule ever places a region inside a jitted function, with this plugin or witho
 
 from __future__ import annotations
 
-from dftpass.core.hookspecs import hookimpl
+from dftpass.api import hookimpl
 from dftpass.plugins.jax.ml_r14_jax import JaxSteps
 
 KNOWLEDGE = {

@@ -2,11 +2,7 @@
 
 from __future__ import annotations
 
-from dftpass.core.edits import WrapStmt
-from dftpass.core.emitter import is_node
-from dftpass.core.findings import Finding, Severity
-from dftpass.core.passes import Case, Expect, Pass, PassKind
-from dftpass.plugins.knowledge import step_calls
+from dftpass.api import Case, Expect, Finding, is_node, Pass, PassKind, Severity, step_calls, WrapStmt
 
 #: compilers whose calls return before the computation ends (asynchronous dispatch)
 JAX_COMPILERS = frozenset({"jax.jit", "jax.pmap", "flax.nnx.jit", "flax.nnx.pmap", "equinox.filter_jit"})

@@ -4,13 +4,10 @@ from __future__ import annotations
 
 import textwrap
 
-from dftpass.core.callgraph import Entry, fid
-from dftpass.core.edits import InsertBefore, WrapBody
-from dftpass.core.emitter import aliases, is_initialize, recognize
-from dftpass.core.findings import Finding, Severity
-from dftpass.core.passes import Case, Expect, Pass, PassKind
-from dftpass.core.placement import function_region, has_region
-from dftpass.core.summary import MODULE_SCOPE
+from dftpass.api import (
+    aliases, Case, Entry, Expect, fid, Finding, function_region, has_region, InsertBefore, is_initialize,
+    MODULE_SCOPE, Pass, PassKind, recognize, Severity, WrapBody,
+)
 
 #: the name dftpass binds its tracer to: an initialization assigned to it is dftpass's own,
 #: guarded so that it runs once per process (never a double initialization)

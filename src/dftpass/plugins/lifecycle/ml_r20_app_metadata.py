@@ -4,12 +4,10 @@ from __future__ import annotations
 
 import re
 
-from dftpass.core.edits import InsertAfter, InsertBefore
-from dftpass.core.emitter import is_metadata_call
-from dftpass.core.findings import Finding, Severity
-from dftpass.core.passes import Case, Expect, Pass, PassKind
-from dftpass.core.summary import CallSite
-from dftpass.core.values import kind, subject
+from dftpass.api import (
+    CallSite, Case, Expect, Finding, InsertAfter, InsertBefore, is_metadata_call, origin_kind as kind,
+    origin_subject as subject, Pass, PassKind, Severity,
+)
 
 #: argparse (and its many look-alikes): the parse returns one namespace; ``parse_known_args``
 #: returns (namespace, the rest)

@@ -9,7 +9,7 @@ times the module's ``forward``, not theirs as well).
 
 from __future__ import annotations
 
-from dftpass.core.hookspecs import hookimpl
+from dftpass.api import hookimpl
 from dftpass.plugins.lightning.ml_r12_lightning import LightningLoops
 
 KNOWLEDGE = {

@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import re
 
-from dftpass.core.edits import InsertAfter, WrapStmt
-from dftpass.core.emitter import is_node
-from dftpass.core.passes import Case, Pass, PassKind
-from dftpass.core.placement import function_region, has_region
-from dftpass.core.summary import FileSummary, FunctionSummary
+from dftpass.api import (
+    Case, FileSummary, function_region, FunctionSummary, has_region, InsertAfter, is_node, Pass, PassKind,
+    WrapStmt,
+)
 
 #: the two spellings of the package, as the file imports them; the callback derives from the
 #: ``Callback`` of the one the program uses (their class hierarchies are apart)

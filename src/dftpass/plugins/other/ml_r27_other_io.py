@@ -6,12 +6,10 @@ import re
 
 import attrs
 
-from dftpass.core.edits import WrapStmt
-from dftpass.core.emitter import image_size, is_node
-from dftpass.core.findings import Finding, Severity
-from dftpass.core.passes import Case, Expect, Pass, PassKind
-from dftpass.core.summary import CallSite, FileSummary, FunctionSummary, StmtPath
-from dftpass.plugins.knowledge import HANDLE_NAME, Handles, call_chain, data_path, does_io, unwrappable
+from dftpass.api import (
+    call_chain, CallSite, Case, data_path, does_io, Expect, FileSummary, Finding, FunctionSummary, HANDLE_NAME,
+    Handles, image_size, is_node, Pass, PassKind, Severity, StmtPath, unwrappable, WrapStmt,
+)
 
 #: calls that read a configuration or metadata file: qualified name -> (index of the file
 #: argument, kind of what they return: :data:`dftpass.core.emitter.IMAGE_SIZE`)

@@ -2,13 +2,10 @@
 
 from __future__ import annotations
 
-from dftpass.core.edits import InsertAfter, InsertBefore
-from dftpass.core.emitter import is_node
-from dftpass.core.loops import split_of
-from dftpass.core.passes import Case, Pass, PassKind
-from dftpass.core.placement import function_region, has_region
-from dftpass.plugins.knowledge import (calls_at, evaluated_by_callers, evaluates, is_optimizer_step, sibling,
-                                       trains)
+from dftpass.api import (
+    calls_at, Case, evaluated_by_callers, evaluates, function_region, has_region, InsertAfter, InsertBefore,
+    is_node, is_optimizer_step, Pass, PassKind, sibling, split_of, trains,
+)
 
 PHASES = ("pipeline.train", "pipeline.evaluate", "pipeline.test")
 

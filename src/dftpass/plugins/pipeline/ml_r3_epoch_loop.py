@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-from dftpass.core.edits import WrapBody, WrapIter
-from dftpass.core.emitter import is_node
-from dftpass.core.passes import Case, Pass, PassKind
+from dftpass.api import Case, is_node, Pass, PassKind, WrapBody, WrapIter
 
 
 class EpochLoop(Pass):

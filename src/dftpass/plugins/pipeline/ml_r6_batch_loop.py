@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-from dftpass.core.edits import InsertAfter, InsertBefore, WrapIter
-from dftpass.core.emitter import is_node
-from dftpass.core.findings import Finding, Severity
-from dftpass.core.passes import Case, Expect, Pass, PassKind
-from dftpass.core.placement import function_region, has_region
-from dftpass.plugins.knowledge import calls_at, sibling
+from dftpass.api import (
+    calls_at, Case, Expect, Finding, function_region, has_region, InsertAfter, InsertBefore, is_node, Pass,
+    PassKind, Severity, sibling, WrapIter,
+)
 
 
 class BatchLoop(Pass):

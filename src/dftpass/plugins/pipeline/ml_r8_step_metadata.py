@@ -4,10 +4,7 @@ from __future__ import annotations
 
 import attrs
 
-from dftpass.core.edits import Enumerate, InsertBefore
-from dftpass.core.emitter import recognize
-from dftpass.core.loops import LoopFacts
-from dftpass.core.passes import Case, Pass, PassKind
+from dftpass.api import Case, Enumerate, InsertBefore, LoopFacts, Pass, PassKind, recognize
 
 STEP_NAME = "_dft_step"
 

@@ -11,7 +11,7 @@ inside them, with this plugin or without it.
 
 from __future__ import annotations
 
-from dftpass.core.hookspecs import hookimpl
+from dftpass.api import hookimpl
 from dftpass.plugins.tensorflow.ml_r13_tensorflow import TensorFlowLoops
 
 KNOWLEDGE = {

@@ -2,14 +2,11 @@
 
 from __future__ import annotations
 
-from dftpass.core.edits import AddArgument, InsertAfter, InsertBefore, WrapBody, WrapStmt
-from dftpass.core.emitter import is_node, recognize
-from dftpass.core.findings import Finding, Severity
-from dftpass.core.passes import Case, Pass, PassKind
-from dftpass.core.placement import has_region
-from dftpass.plugins.analyses.compiled import PYTHON_BRIDGES, normalize
-from dftpass.core.summary import CallSite, FileSummary, FunctionSummary
-from dftpass.plugins.knowledge import MODEL_NAME, calls_at, is_backward, is_optimizer_step, sibling, step_calls
+from dftpass.api import (
+    AddArgument, calls_at, CallSite, Case, FileSummary, Finding, FunctionSummary, has_region, InsertAfter,
+    InsertBefore, is_backward, is_node, is_optimizer_step, MODEL_NAME, normalize_compiler as normalize, Pass,
+    PassKind, PYTHON_BRIDGES, recognize, Severity, sibling, step_calls, WrapBody, WrapStmt,
+)
 
 #: Keras model methods that run a phase, and its node (``fit`` also gets the callback)
 PHASE_METHODS = {"fit": "pipeline.train", "evaluate": "pipeline.evaluate"}

@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-from dftpass.core import emitter as E
-from dftpass.core.findings import Finding, Severity
-from dftpass.core.passes import Pass, PassKind
+from dftpass.api import account, emitter as E, Finding, Pass, PassKind, root_problem, Severity
 
 def _cat(node: str) -> str:
     return E.NODES[node][0]
@@ -148,8 +146,6 @@ class TraceCategories(Pass):
             ctx.report(Finding(self.id, f"no '{cat}' events in the trace{hint}: look at {PRODUCERS.get(cat, '?')}"
                                " (not applied, or its region never ran in a traced process)", where,
                                severity=severity))
-        from dftpass.analysis.accounting import account, root_problem
-
         root = root_problem(account(run.primary.record, summary)) if E.NODES[""][0] in present else None
         if root:
             ctx.report(Finding(self.id, root, where, severity=Severity.WARNING))

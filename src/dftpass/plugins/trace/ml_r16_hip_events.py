@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-from dftpass.core import emitter as E
-from dftpass.core.findings import Finding, Severity
-from dftpass.core.passes import Pass, PassKind
+from dftpass.api import emitter as E, Finding, Pass, PassKind, Severity
 
 
 class HipEvents(Pass):

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
-from dftpass.core.findings import Finding, Severity
-from dftpass.core.passes import Pass, PassKind
+from dftpass.api import (
+    BELOW_TARGET, CANNOT_JUDGE, Finding, JUDGE_NOT, NO_OVERLAP, Pass, PassKind, REMEDIES, Severity, STALLED,
+    waits_materially, why_not_judged,
+)
 
 
 #: a part of the run outside every phase with less than this share of the loops' time is not reported
@@ -55,10 +57,6 @@ class ComputeLoaderOverlap(Pass):
     tags = ("trace", "dataloader")
 
     def run(self, ctx) -> None:
-        from dftpass.analysis.bottleneck import JUDGE_NOT, REMEDIES, STALLED, why_not_judged
-        from dftpass.analysis.diagnosis import waits_materially
-        from dftpass.traces.overlap import BELOW_TARGET, CANNOT_JUDGE, NO_OVERLAP
-
         run = ctx.analysis("traces")
         overlap = run.primary.analysis.overlap
         where = run.run.label
