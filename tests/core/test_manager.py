@@ -182,3 +182,17 @@ def test_an_edit_that_loses_to_another_rules_is_reported_naming_both(project, de
         assert "K-2 runs after K-1, as it declares" in lost[0].message and lost[0].severity == Severity.INFO
     else:
         assert "only by the order of their ids" in lost[0].message and lost[0].severity == Severity.WARNING
+
+
+def test_a_pass_may_ask_only_for_the_analyses_it_declares(project):
+    """What a rule reads is in its declaration: asking for an analysis it does not require
+    (directly or through the analyses it requires) is an error naming the pass."""
+    root = project({"a.py": "def f(loader):\n    for b in loader:\n        pass\n"})
+    manager = PassManager(config(rules__select=["A-1", "A-2"]))
+    asks = make_pass("A-1", requires=("loops",))
+    asks.run = lambda self, ctx: ctx.analysis("callgraph")  # through loops: declared
+    undeclared = make_pass("A-2", requires=("callgraph",))
+    undeclared.run = lambda self, ctx: ctx.analysis("programs")
+    manager.add_passes(asks, undeclared)
+    with pytest.raises(Exception, match="A-2 .* asked for analysis 'programs', which it does not declare"):
+        annotate(root, manager.config, "plan", manager=manager, jobs=1)

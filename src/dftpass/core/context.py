@@ -53,10 +53,25 @@ class RunContext:
     _names: dict[str, FileNames] = attrs.field(factory=dict)
     _cache: dict[str, Any] = attrs.field(factory=dict)
     _computing: list[str] = attrs.field(factory=list)
+    #: the rule running now (None outside a rule: the manager's gates, the commands)
+    running: str | None = None
 
     # -- analyses ------------------------------------------------------------------------
     def analysis(self, pass_id: str) -> Any:
-        """The cached result of analysis ``pass_id``, computed now if needed."""
+        """The cached result of analysis ``pass_id``, computed now if needed. A pass may ask
+        only for what it declares in ``requires`` (directly or through the analyses it
+        requires): what a rule reads is then visible in its declaration, and the pipeline
+        computes it first."""
+        asking = self._computing[-1] if self._computing else self.running
+        if asking is not None and pass_id not in self.manager.declared(asking):
+            from dftpass.core.manager import PluginError
+
+            raise PluginError(f"pass {asking} (plugin {self.manager.provider.get(asking, '?')!r}) asked for "
+                              f"analysis {pass_id!r}, which it does not declare: add it to `requires`")
+        return self._compute(pass_id)
+
+    def _compute(self, pass_id: str) -> Any:
+        """The analysis, for the engine itself (edits and gates ask without a declaration)."""
         if pass_id in self._cache:
             return self._cache[pass_id]
         if pass_id in self._computing:
@@ -96,7 +111,7 @@ class RunContext:
         if not self.rule_enabled_for(edit.rule, relpath):
             return False
         if self.mode != "analyze" and "compiled" in self.manager.registry:
-            compiler = self.analysis("compiled").enclosing(relpath, edit_target(edit))
+            compiler = self._compute("compiled").enclosing(relpath, edit_target(edit))
             if compiler is not None:
                 self.report(Finding(edit.rule, f"not placed: {edit.why}: the code is compiled by {compiler}, which "
                                     "runs its Python body only while tracing; the region belongs around the "

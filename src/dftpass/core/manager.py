@@ -184,6 +184,7 @@ class PassManager:
         self.pm = make_plugin_manager(config.get("plugins.disable"), config.get("plugins.load"), self.failures)
         self.registry: dict[str, type[Pass]] = {}
         self.provider: dict[str, str] = {}  # pass id -> plugin name
+        self._declared: dict[str, frozenset[str]] = {}  # pass id -> the analyses it may ask for
         self._instances: dict[str, Pass] = {}
         self._collect_passes()
         #: which rules are on, globally and per file (the one place that decides)
@@ -215,6 +216,7 @@ class PassManager:
                                     f"{self.provider[cls.id]!r} and by plugin {plugin!r}")
             self.registry[cls.id] = cls
             self.provider[cls.id] = plugin
+        self._declared.clear()
 
     def plugins(self) -> list[PluginInfo]:
         out = []
@@ -353,6 +355,20 @@ class PassManager:
             raise PipelineError(f"pass ordering has a cycle: {names}")
         return list(nx.lexicographical_topological_sort(graph, key=natural_key))
 
+    def declared(self, pass_id: str) -> frozenset[str]:
+        """The analyses ``pass_id`` may ask for: its ``requires``, and theirs, transitively."""
+        if pass_id in self._declared:
+            return self._declared[pass_id]
+        out: set[str] = set()
+        todo = list(self.registry[pass_id].requires) if pass_id in self.registry else []
+        while todo:
+            pid = todo.pop()
+            if pid not in out:
+                out.add(pid)
+                todo.extend(self.registry[pid].requires if pid in self.registry else ())
+        self._declared[pass_id] = frozenset(out)
+        return self._declared[pass_id]
+
     def runs_after(self, later: str, earlier: str) -> bool:
         """Whether ``later`` declares (through ``after`` or ``requires``, directly or not) that
         it runs after ``earlier``."""
@@ -411,7 +427,11 @@ class PassManager:
                 log.debug("pass skipped", pass_id=pid, reason=why)
                 continue
             start = time.perf_counter()
-            run_pass(self, pid, lambda: self.instance(pid).run(ctx))
+            ctx.running = pid
+            try:
+                run_pass(self, pid, lambda: self.instance(pid).run(ctx))
+            finally:
+                ctx.running = None
             ctx.timings.append(PassTiming(pid, time.perf_counter() - start))
 
 

@@ -81,7 +81,7 @@ class DiagnosisAnalysis(Pass):
     id = "diagnosis"
     title = "Bottleneck and causes"
     kind = PassKind.ANALYSIS
-    requires = ("traces",)
+    requires = ("traces", "callgraph", "loops", "frameworks")
 
     def run(self, ctx) -> Diagnosis:
         if ctx.run is None:
