@@ -1289,3 +1289,19 @@ def torch_name(fs: FileSummary, callee: str) -> str | None:
         return head
     return next((local for local, qualified in sorted(fs.imports.items())
                  if qualified == "torch" and local in fs.top_imports), None)
+
+
+def run_inside(graph: CallGraph, is_region) -> set[str]:
+    """The functions run from inside a region that ``is_region(fs, text)`` recognises (a
+    ``with`` around the call, or a decorated caller): a region of the same kind in them would
+    nest in that one."""
+    roots: set[str] = set()
+    for function_id, (fs, fn) in graph.functions.items():
+        decorated = any(is_region(fs, d) for d in fn.decorators)
+        for i, call in enumerate(fn.calls):
+            if decorated or any(is_region(fs, w) for w in call.withs):
+                roots.update(graph.targets(function_id, i))
+    out = set(roots)
+    for r in roots:
+        out |= graph.reachable(r)
+    return out

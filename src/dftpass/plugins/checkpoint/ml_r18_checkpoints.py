@@ -172,7 +172,7 @@ class CheckpointRegions(Pass):
             "    if iter_num > 5000:\n        break\n",
         ),
         Case(
-            # DLIO's checkpointing classes: init on the base's constructor (the subclass's runs it)
+            # DLIO's checkpointing classes: init on the subclass's constructor (the abstract base's runs inside it)
             'import os\nfrom abc import ABC, abstractmethod\n\nimport torch\n\n\n'
             'class BaseCheckpointing(ABC):\n    def __init__(self, ext):\n        self.ext = ext\n'
             '        self.model_state = {"layer": torch.zeros(1024, dtype=torch.int8)}\n\n'

@@ -6,7 +6,8 @@ import attrs
 
 from dftpass.api import (
     call_chain, CallSite, Case, data_path, does_io, Expect, FileSummary, Finding, FunctionSummary, HANDLE_NAME,
-    Handles, image_size, is_node, OPENERS, Pass, PassKind, Severity, StmtPath, torch_name, unwrappable, WrapStmt,
+    Handles, image_size, is_node, OPENERS, Pass, PassKind, run_inside, Severity, StmtPath, torch_name, unwrappable,
+    WrapStmt,
 )
 
 #: calls that read data and return it, by qualified name -> what they return (a kind of
@@ -345,7 +346,7 @@ class DataIO(Pass):
         graph = ctx.analysis("callgraph")
         loops = ctx.analysis("loops")
         path_functions = data_path(graph, loops)
-        covered = _inside_io_regions(graph)
+        covered = run_inside(graph, _io_node)
         for function_id, why in sorted(path_functions.items()):
             fs, fn = graph.functions[function_id]
             if fn.is_module or function_id in covered:
@@ -385,21 +386,6 @@ class DataIO(Pass):
 
 def _io_node(fs: FileSummary, text: str | None) -> bool:
     return any(is_node(fs, text, f"data.io.{op}") for op in ("open", "read", "write", "close"))
-
-
-def _inside_io_regions(graph) -> set[str]:
-    """Functions run from inside an ``ai.data.io`` region (a ``with`` or a decorated function):
-    a region in them would nest in that one."""
-    roots: set[str] = set()
-    for function_id, (fs, fn) in graph.functions.items():
-        decorated = any(_io_node(fs, d) for d in fn.decorators)
-        for i, call in enumerate(fn.calls):
-            if decorated or any(_io_node(fs, w) for w in call.withs):
-                roots.update(graph.targets(function_id, i))
-    out = set(roots)
-    for r in roots:
-        out |= graph.reachable(r)
-    return out
 
 
 def _regions(graph, function_id: str, measure: bool) -> list[_Region]:

@@ -8,7 +8,7 @@ import attrs
 
 from dftpass.api import (
     call_chain, CallSite, Case, data_path, does_io, Expect, FileSummary, Finding, FunctionSummary, HANDLE_NAME,
-    Handles, image_size, is_node, Pass, PassKind, Severity, StmtPath, unwrappable, WrapStmt,
+    Handles, image_size, is_node, Pass, PassKind, run_inside, Severity, StmtPath, unwrappable, WrapStmt,
 )
 
 #: calls that read a configuration or metadata file: qualified name -> (index of the file
@@ -238,7 +238,7 @@ class OtherIO(Pass):
         graph = ctx.analysis("callgraph")
         loops = ctx.analysis("loops")
         programs = ctx.analysis("programs")
-        excluded = set(data_path(graph, loops)) | _checkpoint_functions(graph) | _inside_regions(graph)
+        excluded = set(data_path(graph, loops)) | _checkpoint_functions(graph) | run_inside(graph, _region_node)
         hot = _batch_reach(graph, loops)
         found: list[tuple[str, _Region]] = []
         for function_id, module_statements in sorted(_scope(graph, programs).items()):
@@ -352,20 +352,6 @@ def _checkpoint_functions(graph) -> set[str]:
                     graph.qualify(fs, c.callee) in CHECKPOINT_CALLS or c.method in CHECKPOINT_METHODS
                     for c in fn.calls):
             roots.add(function_id)
-    out = set(roots)
-    for r in roots:
-        out |= graph.reachable(r)
-    return out
-
-
-def _inside_regions(graph) -> set[str]:
-    """Functions run from inside an ``other`` region: a region in them would nest in it."""
-    roots: set[str] = set()
-    for function_id, (fs, fn) in graph.functions.items():
-        decorated = any(_region_node(fs, d) for d in fn.decorators)
-        for i, call in enumerate(fn.calls):
-            if decorated or any(_region_node(fs, w) for w in call.withs):
-                roots.update(graph.targets(function_id, i))
     out = set(roots)
     for r in roots:
         out |= graph.reachable(r)
