@@ -18,7 +18,8 @@ The groups, in the order a rule meets them:
   ``"inst:model.py::Net"``: :func:`origin_kind` and :func:`origin_subject` take them apart),
   loop facts (:class:`LoopFacts`, :func:`split_of`);
 * **what the code does** (library knowledge and recognisers): the collectives (the
-  ``collectives`` analysis: :class:`CollectiveSites` of :class:`Collective`), optimizer steps, backward
+  ``collectives`` analysis: :class:`CollectiveSites` of :class:`Collective`), the checkpoint
+  sites (the ``checkpoints`` analysis: a :class:`CheckpointPlan`), optimizer steps, backward
   passes, model calls, I/O, data sets, checkpoints, the statements next to a call
   (:func:`calls_at`, :func:`sibling`) and whether a ``with`` can go around one
   (:func:`unwrappable`);
@@ -53,8 +54,8 @@ from dftpass.core.values import kind as origin_kind, subject as origin_subject
 from dftpass.plugins.analyses.collectives import WAITS as COLLECTIVE_WAITS, Collective, CollectiveSites
 from dftpass.plugins.analyses.compiled import PYTHON_BRIDGES, normalize as normalize_compiler
 from dftpass.plugins.knowledge import (
-    DATASET_BASES, HANDLE_NAME, LOSS_NAME, MODEL_FACTORIES, MODEL_NAME, OPENERS, Handles, built_by_factory,
-    call_chain, calls_at, checkpoint_plan, data_path, dataset_sample_readers, does_io, evaluated_by_callers,
+    CheckpointPlan, DATASET_BASES, HANDLE_NAME, LOSS_NAME, MODEL_FACTORIES, MODEL_NAME, OPENERS, Handles, built_by_factory,
+    call_chain, calls_at, data_path, dataset_sample_readers, does_io, evaluated_by_callers,
     evaluates, is_backward, is_compute_step, is_library_layer, is_model_call, is_optimizer, is_optimizer_step,
     is_top_level_model, model_classes, per_sample_functions, run_inside, sample_readers, sibling, step_calls,
     torch_name, trains, unwrappable,
@@ -89,8 +90,8 @@ __all__ = [
     "CallSite", "Entry", "FileSummary", "FunctionSummary", "LoopFacts", "MODULE_SCOPE", "StmtPath", "fid",
     "origin_kind", "origin_subject", "split_of",
     # library knowledge and recognisers
-    "COLLECTIVE_WAITS", "Collective", "CollectiveSites", "DATASET_BASES", "HANDLE_NAME", "Handles", "LOSS_NAME", "MODEL_FACTORIES", "MODEL_NAME", "OPENERS",
-    "PYTHON_BRIDGES", "built_by_factory", "call_chain", "calls_at", "checkpoint_plan", "data_path",
+    "COLLECTIVE_WAITS", "CheckpointPlan", "Collective", "CollectiveSites", "DATASET_BASES", "HANDLE_NAME", "Handles", "LOSS_NAME", "MODEL_FACTORIES", "MODEL_NAME", "OPENERS",
+    "PYTHON_BRIDGES", "built_by_factory", "call_chain", "calls_at", "data_path",
     "dataset_sample_readers", "does_io", "evaluated_by_callers", "evaluates", "is_backward", "is_compute_step",
     "is_library_layer", "is_model_call", "is_optimizer", "is_optimizer_step", "is_top_level_model",
     "model_classes", "normalize_compiler", "per_sample_functions", "run_inside", "sample_readers", "sibling",

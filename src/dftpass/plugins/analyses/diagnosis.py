@@ -51,7 +51,6 @@ def diagnose_run(ctx) -> Diagnosis:
     from dftpass.analysis.bottleneck import judge_bottleneck
     from dftpass.analysis.context import program_facts
     from dftpass.analysis.diagnosis import PERSISTENT, diagnose, trace_causes
-    from dftpass.plugins.knowledge import checkpoint_plan
 
     traces = ctx.analysis("traces")
     analysis = traces.primary.analysis
@@ -62,7 +61,7 @@ def diagnose_run(ctx) -> Diagnosis:
         graph, loops = ctx.analysis("callgraph"), ctx.analysis("loops")
         facts = program_facts(graph, loops, ctx.analysis("frameworks"), ctx.project.root, record.get("command"),
                               record.get("cwd"), ctx.run.record().get("machine") or record.get("machine"))
-        for function_id, ops in sorted(checkpoint_plan(graph).ops.items()):
+        for function_id, ops in sorted(ctx.analysis("checkpoints").ops.items()):
             if facts.scope is not None and function_id not in facts.scope:
                 continue
             fs, fn = graph.functions[function_id]
@@ -81,7 +80,7 @@ class DiagnosisAnalysis(Pass):
     id = "diagnosis"
     title = "Bottleneck and causes"
     kind = PassKind.ANALYSIS
-    requires = ("traces", "callgraph", "loops", "frameworks")
+    requires = ("traces", "callgraph", "loops", "frameworks", "checkpoints")
 
     def run(self, ctx) -> Diagnosis:
         if ctx.run is None:

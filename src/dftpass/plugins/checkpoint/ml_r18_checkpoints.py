@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 from dftpass.api import (
-    Case, checkpoint_plan, Decorate, Finding, function_region, has_region, InsertAfter, InsertBefore, nesting_rank,
+    Case, CheckpointPlan, Decorate, Finding, function_region, has_region, InsertAfter, InsertBefore, nesting_rank,
     Pass, PassKind, Severity,
 )
+
 
 
 class CheckpointRegions(Pass):
@@ -78,7 +79,7 @@ class CheckpointRegions(Pass):
     id = "ML-R18"
     title = "Checkpoint regions"
     kind = PassKind.TRANSFORM
-    requires = ("callgraph",)
+    requires = ("callgraph", "checkpoints")
     tags = ("checkpoint",)
 
     VALID = [
@@ -335,7 +336,7 @@ class CheckpointRegions(Pass):
 
     def run(self, ctx) -> None:
         graph = ctx.analysis("callgraph")
-        plan = checkpoint_plan(graph)
+        plan: CheckpointPlan = ctx.analysis("checkpoints")
         for function_id, (node, why) in sorted(plan.functions.items()):
             fs, fn = graph.functions[function_id]
             if has_region(fs, fn, node):

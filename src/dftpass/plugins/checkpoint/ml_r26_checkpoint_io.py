@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 from dftpass.api import (
-    Case, checkpoint_plan, Expect, Finding, image_size, is_node, is_optimizer, model_classes, MODEL_NAME, Pass,
+    Case, CheckpointPlan, Expect, Finding, image_size, is_node, is_optimizer, model_classes, MODEL_NAME, Pass,
     PassKind, Severity, torch_name, unwrappable, WrapStmt,
 )
+
 
 IO_NODES = {"save": "checkpoint.io.write", "load": "checkpoint.io.read"}
 
@@ -57,7 +58,7 @@ class CheckpointIO(Pass):
     id = "ML-R26"
     title = "Checkpoint I/O phases"
     kind = PassKind.TRANSFORM
-    requires = ("callgraph",)
+    requires = ("callgraph", "checkpoints")
     after = ("ML-R18",)
     tags = ("checkpoint", "io")
 
@@ -200,7 +201,7 @@ class CheckpointIO(Pass):
 
     def run(self, ctx) -> None:
         graph = ctx.analysis("callgraph")
-        plan = checkpoint_plan(graph)
+        plan: CheckpointPlan = ctx.analysis("checkpoints")
         for (function_id, index), node in sorted(plan.covered.items()):
             op = next(o for o in plan.ops[function_id] if o.index == index)
             if op.measure is None:
