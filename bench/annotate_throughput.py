@@ -1,6 +1,6 @@
 """Files per second of ``dftpass plan`` on a large real codebase, against parsing floors.
 
-    .venv/bin/python bench/annotate_throughput.py [--package keras==3.15.1] [--repeats 3]
+    .venv/bin/python bench/annotate_throughput.py [--package keras==3.15.1 | --tree FOLDER] [--repeats 3]
 
 The sources of a big pure-Python package are fetched from the package index at benchmark
 time (``pip download --no-binary :all:``, cached under bench/.cache/), and measured side by
@@ -104,12 +104,15 @@ def timed(cmd: list[str], env=None) -> tuple[float, str]:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--package", default="keras==3.15.1", help="a pure-Python sdist on the package index")
+    parser.add_argument("--tree", type=Path, help="a local folder instead (Megatron-LM's megatron/)")
     parser.add_argument("--repeats", type=int, default=3)
     args = parser.parse_args()
 
-    root = fetch(args.package)
+    root = args.tree.resolve() if args.tree else fetch(args.package)
+    label = str(args.tree) if args.tree else args.package
     files = considered_files(root)
     lines = sum(p.read_bytes().count(b"\n") for p in files)
+    CACHE.mkdir(parents=True, exist_ok=True)
     listing = CACHE / "files.txt"
     listing.write_text("\n".join(map(str, files)))
     dftpass = [sys.executable, "-m", "dftpass"]
@@ -135,7 +138,7 @@ def main() -> int:
 
     med = {k: statistics.median(v) for k, v in times.items()}
     floor = med["libcst parse + code (floor)"]
-    print(f"{args.package}: {len(files)} files, {lines} lines, {args.repeats} repeats (median), "
+    print(f"{label}: {len(files)} files, {lines} lines, {args.repeats} repeats (median), "
           f"python {sys.version.split()[0]}, {os.cpu_count()} cpus")
     print(f"dftpass: {summary}")
     print()

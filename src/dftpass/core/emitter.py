@@ -12,6 +12,9 @@ The node tree below is checked against the installed ``dftracer.python`` by
 
 from __future__ import annotations
 
+import functools
+import weakref
+
 import attrs
 
 from dftpass.core.summary import FileSummary
@@ -557,6 +560,7 @@ class FileNames:
 _RUNTIME_PACKAGE = "dftracer"
 
 
+@functools.lru_cache(maxsize=4096)
 def api_symbol(qualified: str) -> str | None:
     """The API symbol a fully qualified import names (``dftracer.python.ai`` -> ``ai``,
     ``dlio_profiler.logger.fn_interceptor`` -> ``dft_fn``), ``module`` for the API module
@@ -570,14 +574,26 @@ def api_symbol(qualified: str) -> str | None:
     return None
 
 
+#: id(summary) -> (a weak reference to it, the sizes its aliases were computed from, the
+#: aliases): :func:`recognize` asks for a file's aliases ~200,000 times on a large project
+_ALIASES: dict[int, tuple[weakref.ref, tuple[int, int], dict[str, str]]] = {}
+
+
 def aliases(fs: FileSummary) -> dict[str, str]:
     """Local names bound to dftracer symbols in ``fs``: local -> symbol ("ai", "dftracer", ...),
-    through the file's own imports and through project modules that re-export them."""
+    through the file's own imports and through project modules that re-export them. Cached
+    per summary until its imports or re-exports grow (the call graph adds re-exports)."""
+    sizes = (len(fs.imports), len(fs.reexported_api))
+    cached = _ALIASES.get(id(fs))
+    if cached is not None and cached[0]() is fs and cached[1] == sizes:
+        return cached[2]
     out = dict(fs.reexported_api)
     for local, qualified in fs.imports.items():
         symbol = api_symbol(qualified)
         if symbol is not None:
             out[local] = symbol
+    key = id(fs)
+    _ALIASES[key] = (weakref.ref(fs, lambda _, key=key: _ALIASES.pop(key, None)), sizes, out)
     return out
 
 
