@@ -29,6 +29,8 @@ exit codes (the same for every command):
        missing requirement, output folder that is not ours, no trace events)
   3    internal error (a bug in dftpass or a plugin: please report it with the traceback)
   130  interrupted
+  trace passes the traced program's own exit code through when a repeat failed (1 when it
+  could not be started or was killed by a signal)
 """
 
 

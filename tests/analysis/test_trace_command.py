@@ -59,9 +59,9 @@ def test_append_adds_repeats_and_a_new_run_replaces(traced, tiny_program, cli):
     assert not (traced / "traces" / "raw" / "rep-2").exists()
 
 
-def test_a_failing_command_is_recorded_with_its_exit_code(tmp_path, cli):
+def test_a_failing_command_is_recorded_and_its_exit_code_passed_through(tmp_path, cli):
     r = cli("trace", "--label", "crash", "--workspace", tmp_path, "--", PY, "-c", "import sys; sys.exit(3)")
-    assert r.code == 1 and "exit code 3" in r.err
+    assert r.code == 3 and "exit code 3" in r.err
     rep = json.loads((tmp_path / "crash" / "run.json").read_text())["repeats"][0]
     assert rep["exit_code"] == 3
 
@@ -116,14 +116,32 @@ def test_compaction_keeps_what_a_truncated_file_holds_and_reports_it(tmp_path):
     assert len(chunks) == 1 and 0 < summarize(chunks).by_key[("compute", "forward")].count < 2000
 
 
-def test_a_run_that_wrote_no_traces_is_warned_about_with_the_likely_cause(tmp_path, cli):
+def test_the_original_program_is_recorded_as_the_baseline_not_warned_about(tmp_path, cli):
+    """The README's workflow traces the original program for a reference: that is a baseline
+    (wall time, outputs, resource use), with no warning, and analyze reads it without error;
+    a run that should have traced and did not is still warned about."""
     plain = tmp_path / "plain.py"
     plain.write_text("print('training, untraced')\n")
     r = cli("trace", "--label", "plain", "--workspace", tmp_path / "ws", "--", PY, plain)
     assert r.code == 0, r.err
-    assert "0 trace files" in r.err
-    assert "warning: no trace files: plain.py does not import dftracer" in r.err
+    assert "0 trace files" in r.err and "no trace files" not in r.err and "plain: a baseline" in r.err
+    record = json.loads((tmp_path / "ws" / "plain" / "run.json").read_text())
+    rep = record["repeats"][0]
+    assert record["baseline"] is True and not rep.get("problems")
+    assert rep["resources"]["cpu_user_s"] >= 0 and rep["resources"]["max_rss_mb"] > 0
+    shown = cli("analyze", tmp_path / "ws" / "plain")
+    assert shown.code == 0, shown.out + shown.err
+    assert "run plain: a baseline (no tracing)" in shown.out and "peak memory" in shown.out
     other = cli("trace", "--label", "other", "--workspace", tmp_path / "ws", "--", PY, "-c", "pass")
     assert "warning: no trace files: no process initialized dftracer" in other.err
-    rep = json.loads((tmp_path / "ws" / "plain" / "run.json").read_text())["repeats"][0]
-    assert rep["problems"] and "does not import dftracer" in rep["problems"][0]
+    assert json.loads((tmp_path / "ws" / "other" / "run.json").read_text())["baseline"] is False
+
+
+def test_trace_baseline_runs_the_program_with_tracing_off(tmp_path, cli, tiny_program):
+    r = cli("trace", "--baseline", "--label", "ref", "--workspace", tmp_path, "--cwd", tiny_program, "--",
+            PY, "tiny.py")
+    assert r.code == 0, r.err
+    record = json.loads((tmp_path / "ref" / "run.json").read_text())
+    rep = record["repeats"][0]
+    assert record["baseline"] is True and rep["trace_files"] == []
+    assert "DFTRACER_ENABLE" not in rep["environment"]

@@ -135,12 +135,26 @@ def _problem_lines(a: dict) -> list[str]:
     return ["", "trace problems:"] + [f"  {p}" for p in a["problems"]] if a["problems"] else []
 
 
+def _resource_lines(a: dict) -> list[str]:
+    """Exit code, CPU time and peak memory of each repeat (what a baseline run records)."""
+    out = []
+    for r in a["repeats"]:
+        res = r.get("resources") or {}
+        cpu = (res.get("cpu_user_s") or 0) + (res.get("cpu_system_s") or 0)
+        out.append(f"  repeat {r['repeat']}: exit code {r.get('exit_code')}, wall {r.get('wall_s') or 0:.2f} s"
+                   + (f", CPU {cpu:.2f} s, peak memory {res['max_rss_mb']:.0f} MB" if res else ""))
+    return out
+
+
 def text(a: dict, top: int = 12) -> str:
     m = a["metrics"]
     wall = m.get("wall_s")
     reps = len(a["repeats"])
     head = (f"run {a['label']}: {reps} repeat{'s' if reps > 1 else ''}, wall {wall:.2f} s" if wall else
             f"traces {a['label']}")
+    if not a["events"] and a.get("baseline"):
+        return "\n".join([head.replace(":", ": a baseline (no tracing),", 1), *_resource_lines(a)]
+                          + _findings_lines(a) + _problem_lines(a))
     if not a["events"]:  # empty tables would only hide the reason
         return "\n".join([head] + _findings_lines(a) + _problem_lines(a))
     lines = [head, *([f"  {repeats_line(a)}"] if repeats_line(a) else []),

@@ -22,9 +22,10 @@ def cmd_trace(args: argparse.Namespace) -> int:
     config, _ = load(args)
     data_dir = args.data_dir or config.get("trace.data-dir")
     failed = 0
+    exit_code = 0  # the traced program's own, passed through
 
     def show(rep: dict) -> None:
-        nonlocal failed
+        nonlocal failed, exit_code
         files = rep["trace_files"]
         roles = {}
         for f in files:
@@ -34,6 +35,9 @@ def cmd_trace(args: argparse.Namespace) -> int:
         empty = len(rep["empty_trace_files"])
         status = "ok" if rep["exit_code"] == 0 else f"exit code {rep['exit_code']}"
         failed += rep["exit_code"] != 0
+        if rep["exit_code"] != 0 and not exit_code:
+            # a signal's negative code, or a command that could not start: 1
+            exit_code = rep["exit_code"] if 0 < rep["exit_code"] < 256 and not rep.get("launch_error") else 1
         print(f"{args.label} repeat {rep['repeat']}: {status}, {rep['wall_s']:.2f} s, "
               f"{len(files)} trace files ({kinds})" + (f", {empty} EMPTY (no finalize?)" if empty else ""),
               file=sys.stderr)
@@ -47,16 +51,24 @@ def cmd_trace(args: argparse.Namespace) -> int:
     try:
         run = trace(args.workspace, args.label, command, cwd=args.cwd, data_dir=data_dir, repeats=args.repeat,
                     append=args.append, chunk_mb=config.get("trace.chunk-mb"), compact=not args.no_compact,
-                    applies=args.applies, on_repeat=show, keep=output_options(args, config, echo=True))
+                    applies=args.applies, on_repeat=show, keep=output_options(args, config, echo=True),
+                    baseline=True if args.baseline else None)
     except LayoutError as exc:
         raise UsageError(str(exc)) from exc
+    if run.record().get("baseline"):
+        print(f"{args.label}: a baseline (tracing off, or a program that does not import dftracer): its wall "
+              "time, outputs and resource use are the reference `compare` measures the annotated runs against",
+              file=sys.stderr)
     print(f"run recorded in {run.run_file}", file=sys.stderr)
-    return 1 if failed else 0
+    return exit_code if failed else 0
 
 
 def add_parser(sub) -> None:
     p = sub.add_parser("trace", help="run a command with dftracer on, into <workspace>/<label>/traces")
     p.add_argument("--label", required=True, help="the run's name: baseline, annotated, opt1, ...")
+    p.add_argument("--baseline", action="store_true",
+                   help="the reference run: the program with tracing off (the original, or the annotated copy "
+                        "switched off); a program that does not import dftracer is recorded as one anyway")
     p.add_argument("--workspace", type=Path, default=Path("workspace"), help="default: ./workspace")
     p.add_argument("--cwd", type=Path, help="working directory of the command (default: the current one)")
     p.add_argument("--data-dir", help="DFTRACER_DATA_DIR: ':'-separated prefixes whose file I/O is traced, or 'all'")

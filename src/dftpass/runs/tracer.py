@@ -108,8 +108,27 @@ class OutputOptions:
     echo: bool = True
 
 
+def _wait(proc: subprocess.Popen):
+    """The child's exit code and its resource use (``os.wait4``: its own CPU time and peak
+    memory, not those of other children); ``proc.wait()`` where ``wait4`` is missing."""
+    if not hasattr(os, "wait4"):
+        return proc.wait(), None
+    _, status, usage = os.wait4(proc.pid, 0)
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    return proc.returncode, usage
+
+
+def _resources(usage) -> dict | None:
+    if usage is None:
+        return None
+    # ru_maxrss is KiB on Linux, bytes on macOS
+    rss_mb = usage.ru_maxrss / (1024 * 1024 if sys.platform == "darwin" else 1024)
+    return {"cpu_user_s": round(usage.ru_utime, 3), "cpu_system_s": round(usage.ru_stime, 3),
+            "max_rss_mb": round(rss_mb, 1)}
+
+
 def _run_once(run: RunDir, k: int, command: Sequence[str], cwd: Path, env: dict[str, str],
-              chunk_mb: int, compact: bool, keep: OutputOptions = OutputOptions()) -> dict:
+              chunk_mb: int, compact: bool, keep: OutputOptions = OutputOptions(), baseline: bool = False) -> dict:
     raw = run.raw(k)
     shutil.rmtree(raw, ignore_errors=True)
     shutil.rmtree(run.compact(k), ignore_errors=True)
@@ -118,7 +137,10 @@ def _run_once(run: RunDir, k: int, command: Sequence[str], cwd: Path, env: dict[
     run.outputs(k).mkdir(parents=True)
     data_dir = env.get(emitter.ENV_DATA_DIR)
     hazard = None if data_dir else posix_hazard(command, cwd)
-    child_env = {**env, **emitter.traced_env(str(run.log_prefix(k)), data_dir, posix=hazard is None)}
+    # a baseline runs as the user runs it: tracing off (an annotated program's regions then
+    # cost what they cost switched off)
+    child_env = dict(env) if baseline else {
+        **env, **emitter.traced_env(str(run.log_prefix(k)), data_dir, posix=hazard is None)}
     if hazard:
         log.warning("POSIX interception off", reason=hazard)
     start, t0, since_ns = _now(), time.monotonic(), time.time_ns() - 1_000_000
@@ -129,14 +151,14 @@ def _run_once(run: RunDir, k: int, command: Sequence[str], cwd: Path, env: dict[
         pump = outputs.tee(proc.stdout, run.outputs(k) / outputs.STDOUT,
                            getattr(sys.stdout, "buffer", None) if keep.echo else None)
         try:
-            code = proc.wait()
+            code, usage = _wait(proc)
         except KeyboardInterrupt:
             interrupted = True
             proc.send_signal(signal.SIGINT)
-            code = proc.wait()
+            code, usage = _wait(proc)
         pump.join()
     except OSError as exc:
-        code = 127
+        code, usage = 127, None
         launch_error = f"cannot run {command[0]!r} in {cwd}: {exc.strerror or exc}"
     wall = time.monotonic() - t0
     files = sorted(p for p in raw.iterdir() if p.name.endswith((".pfw", ".pfw.gz")))
@@ -149,6 +171,7 @@ def _run_once(run: RunDir, k: int, command: Sequence[str], cwd: Path, env: dict[
         "end": _now(),
         "wall_s": round(wall, 6),
         "exit_code": code,
+        "resources": _resources(usage),
         "interrupted": interrupted,
         "launch_error": launch_error,
         "trace_files": [{"name": p.name, "bytes": p.stat().st_size} for p in files],
@@ -163,7 +186,7 @@ def _run_once(run: RunDir, k: int, command: Sequence[str], cwd: Path, env: dict[
     log.info("traced run", label=run.label, repeat=k, exit_code=code, wall_s=round(wall, 3), trace_files=len(files))
     if hazard:
         record["notes"] = [f"{emitter.ENV_DISABLE_POSIX}=1: {hazard}"]
-    if not files and launch_error is None:
+    if not files and launch_error is None and not baseline:
         record["problems"] = [why_no_traces(command, cwd)]
     if compact and files:
         chunks, problems = compact_dir(raw, run.compact(k), chunk_mb)
@@ -202,10 +225,24 @@ def machine() -> dict:
             "platform": sys.platform}
 
 
+def _script(command: Sequence[str], cwd: Path) -> Path | None:
+    """The Python script a command runs (``python train.py``), if it names one."""
+    return next((Path(cwd, a) for a in command[1:] if a.endswith(".py")), None)
+
+
+def is_unannotated(command: Sequence[str], cwd: Path) -> bool:
+    """The command runs a script that does not import dftracer (the user's original program)."""
+    script = _script(command, cwd)
+    try:
+        return script is not None and script.is_file() and b"dftracer" not in script.read_bytes()
+    except OSError:
+        return False
+
+
 def why_no_traces(command: Sequence[str], cwd: Path) -> str:
     """The likeliest reason a traced run wrote no trace file (tracing itself was on: the
     run's environment switched it on)."""
-    script = next((Path(cwd, a) for a in command[1:] if a.endswith(".py")), None)  # python train.py
+    script = _script(command, cwd)
     if script is not None and script.is_file():
         try:
             annotated = b"dftracer" in script.read_bytes()
@@ -221,10 +258,13 @@ def why_no_traces(command: Sequence[str], cwd: Path) -> str:
 def trace(workspace: Path, label: str, command: Sequence[str], *, cwd: Path | None = None,
           data_dir: str | None = None, repeats: int = 1, append: bool = False, chunk_mb: int = 64,
           compact: bool = True, env: dict[str, str] | None = None, applies: Sequence[str] = (),
-          on_repeat=None, keep: OutputOptions = OutputOptions()) -> RunDir:
+          on_repeat=None, keep: OutputOptions = OutputOptions(), baseline: bool | None = None) -> RunDir:
     """Run ``command`` ``repeats`` times with tracing into ``<workspace>/<label>``; write run.json.
 
-    ``keep`` says what of the program's outputs each repeat records (:class:`OutputOptions`)."""
+    ``keep`` says what of the program's outputs each repeat records (:class:`OutputOptions`).
+    ``baseline``: the reference run, with tracing off (wall time, outputs, resource use);
+    None: a traced run, recorded as the baseline when the script it runs does not import
+    dftracer and no trace came (the original program)."""
     run = run_dir(Path(workspace).resolve(), label)
     cwd = Path(cwd or os.getcwd()).resolve()
     command = list(command)
@@ -253,10 +293,17 @@ def trace(workspace: Path, label: str, command: Sequence[str], *, cwd: Path | No
     }
     if applies:
         record["applies"] = sorted(set(record.get("applies", [])) | set(applies))
+    record["baseline"] = bool(baseline)
     first = len(record["repeats"]) + 1
     try:
         for k in range(first, first + repeats):
-            rep = _run_once(run, k, command, cwd, base_env, chunk_mb, compact, keep)
+            rep = _run_once(run, k, command, cwd, base_env, chunk_mb, compact, keep, bool(baseline))
+            if baseline is None and not rep["trace_files"] and rep.get("launch_error") is None \
+                    and is_unannotated(command, cwd):
+                # the user's own program, traced as the README's workflow asks for a reference:
+                # a baseline, not a mistake (it ran with tracing on, which it does not read)
+                record["baseline"] = True
+                rep.pop("problems", None)
             record["repeats"].append(rep)
             if on_repeat is not None:
                 on_repeat(rep)

@@ -122,6 +122,12 @@ class TraceCategories(Pass):
     def run(self, ctx) -> None:
         run = ctx.analysis("traces")
         summary = run.primary.analysis.summary
+        if not summary.events and (getattr(run.run, "record", dict)() or {}).get("baseline"):
+            ctx.report(Finding(self.id, "a baseline: no trace events, by design (tracing off, or a program that "
+                               "does not import dftracer); its wall time, outputs and resource use are the "
+                               "reference `compare` measures the annotated runs against", run.run.label,
+                               severity=Severity.INFO))
+            return
         if not summary.events:
             ctx.report(Finding(self.id, no_events_reason(summary), run.run.label, severity=Severity.ERROR))
             return  # every category is missing: one finding says why, not one per category
