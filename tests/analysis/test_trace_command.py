@@ -145,3 +145,16 @@ def test_trace_baseline_runs_the_program_with_tracing_off(tmp_path, cli, tiny_pr
     rep = record["repeats"][0]
     assert record["baseline"] is True and rep["trace_files"] == []
     assert "DFTRACER_ENABLE" not in rep["environment"]
+
+
+def test_compare_against_the_baseline_reports_the_cost_of_tracing(tmp_path, cli, tiny_program):
+    """Against the untraced baseline, the difference is what tracing costs: compare says so
+    (with the goal), not "improved" or "regressed" on metrics the baseline cannot have."""
+    for how, label in (("--baseline", "ref"), (None, "traced")):
+        r = cli("trace", *([how] if how else []), "--label", label, "--workspace", tmp_path, "--cwd", tiny_program,
+                "--", PY, "tiny.py")
+        assert r.code == 0, r.err
+    shown = cli("compare", tmp_path / "ref", tmp_path / "traced")
+    assert shown.code == 0, shown.err
+    assert "traced vs ref: the cost of tracing: wall_s " in shown.out and "against the untraced baseline" in shown.out
+    assert "net regression" not in shown.out and "net improvement" not in shown.out

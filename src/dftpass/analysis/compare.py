@@ -169,12 +169,36 @@ def _cannot_judge(base: dict, other: dict) -> str | None:
     return None
 
 
+#: what tracing may cost a run, against its untraced baseline (docs/performance.md)
+OVERHEAD_GOAL_PCT = 3.0
+
+
+def _repeats_sentence(base: dict, other: dict) -> str:
+    n_a, n_b = len(base["repeats"]), len(other["repeats"])
+    if min(n_a, n_b) < 2:
+        return (f"Repeats: {n_a} vs {n_b}; one run per side cannot separate noise from change "
+                "(dftpass trace --repeat N).")
+    return f"Repeats: {n_a} vs {n_b}; changes smaller than the spread between repeats are marked as within noise."
+
+
 def _verdict(base: dict, other: dict, rows: list[Row], i: int) -> str:
     improved = [r.metric for r in rows if r.cells[i].cls == IMPROVED and not r.cells[i].within_noise]
     regressed = [r.metric for r in rows if r.cells[i].cls == REGRESSED and not r.cells[i].within_noise]
     headline = next((r for r in rows if r.metric in HEADLINE and r.cells[i].change_pct is not None), None)
     parts = [f"{other['label']} vs {base['label']}:"]
     refused = _cannot_judge(base, other)
+    if base.get("baseline") and not other.get("baseline") and other.get("events"):
+        # against the untraced reference, the difference is what tracing costs, not a change
+        if refused:
+            overall = f"cannot judge the cost of tracing ({refused})"
+        elif headline is None:
+            overall = "the cost of tracing cannot be measured (no wall time)"
+        else:
+            cell = headline.cells[i]
+            overall = (f"the cost of tracing: {headline.metric} {cell.change_pct:+.1f}% against the untraced "
+                       f"baseline" + (", within the noise" if cell.within_noise else "")
+                       + f" (goal: at most +{OVERHEAD_GOAL_PCT:.0f}%, docs/performance.md)")
+        return " ".join([*parts, overall + ".", _repeats_sentence(base, other)])
     if refused:
         overall = f"cannot judge ({refused})"
         improved = regressed = []
@@ -193,13 +217,7 @@ def _verdict(base: dict, other: dict, rows: list[Row], i: int) -> str:
         parts.append(f"Applied: {', '.join(other['applies'])}.")
     parts.append(f"Improved: {', '.join(improved) or 'nothing'}.")
     parts.append(f"Regressed: {', '.join(regressed) or 'nothing'}.")
-    n_a, n_b = len(base["repeats"]), len(other["repeats"])
-    if min(n_a, n_b) < 2:
-        parts.append(f"Repeats: {n_a} vs {n_b}; one run per side cannot separate noise from change "
-                     "(dftpass trace --repeat N).")
-    else:
-        parts.append(f"Repeats: {n_a} vs {n_b}; changes smaller than the spread between repeats are "
-                     "marked as within noise.")
+    parts.append(_repeats_sentence(base, other))
     if regressed:
         parts.append(f"Look next at: {regressed[0]}.")
     return " ".join(parts)
