@@ -14,10 +14,9 @@ from pathlib import Path
 from dftpass import __version__
 from dftpass.core import log
 from dftpass.commands.common import add_config_options
-from dftpass.core.errors import UserError
+from dftpass.core.errors import EXIT_FINDINGS, EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, UserError
 from dftpass.core.manager import PluginError, call_hook, make_plugin_manager
 
-EXIT_OK, EXIT_FINDINGS, EXIT_USAGE, EXIT_INTERNAL, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
 
 #: shown at the end of ``dftpass --help`` (plain text: argparse prints it as it is)
 EXIT_CODES = """\

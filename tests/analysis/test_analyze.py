@@ -170,7 +170,7 @@ def test_a_folder_without_events_says_so_and_fails(cli, tmp_path, content):
     elif content == "link loop":
         (folder / "t-cccccccccccccccc-app.pfw").symlink_to(folder / "t-cccccccccccccccc-app.pfw")
     r = cli("analyze", folder)
-    assert r.code == 1, r.err
+    assert r.code == 2, r.err  # as --help says: no trace events is a usage error
     assert "error: ML-R15 traces: no trace events found" in r.out
     assert "category" not in r.out  # no empty tables hiding the reason
     if content == "empty":

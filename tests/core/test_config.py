@@ -77,8 +77,21 @@ def test_set_override_is_typed_and_checked():
     assert cli_overrides(None, None, None, ["files.max-bytes=1234"])["files.max-bytes"].value == 1234
     with pytest.raises(ConfigError, match="unknown configuration key"):
         cli_overrides(None, None, None, ["nope=1"])
-    with pytest.raises(ConfigError, match="must be an integer"):
+    with pytest.raises(ConfigError, match="^--set: 'run.jobs' must be an integer"):
         cli_overrides(None, None, None, ["run.jobs=x"])
+
+
+def test_set_takes_a_list_the_way_the_flags_do_and_says_what_it_could_not_read():
+    """``--set rules.select=ML-R1`` is a list of one (it was refused as "must be a list"), a
+    comma list is a list, and a YAML slip is a sentence naming the key, not parser text."""
+    assert cli_overrides(None, None, None, ["rules.select=ML-R1"])["rules.select"].value == ["ML-R1"]
+    assert cli_overrides(None, None, None, ["rules.ignore=ML-R19, ML-R27"])["rules.ignore"].value == ["ML-R19", "ML-R27"]
+    assert cli_overrides(None, None, None, ["rules.select=[ML-R1, ML-R6]"])["rules.select"].value == ["ML-R1", "ML-R6"]
+    with pytest.raises(ConfigError) as err:
+        cli_overrides(None, None, None, ["rules.select=[ML-R1"])
+    message = str(err.value)
+    assert message.startswith("--set rules.select: '[ML-R1' is not a value dftpass can read")
+    assert "<unicode string>" not in message and "\n" not in message
 
 
 @pytest.mark.parametrize(

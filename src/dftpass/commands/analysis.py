@@ -12,6 +12,7 @@ import json
 import sys
 from pathlib import Path
 
+from dftpass.core.errors import EXIT_FINDINGS, EXIT_OK, EXIT_USAGE
 from dftpass.commands.common import UsageError, add_config_options, load
 
 ENGINES = ("local", "dask")  # dftpass.analysis.engine.ENGINES
@@ -35,7 +36,9 @@ def cmd_analyze(args: argparse.Namespace) -> int:
         print(render.text(data))
         if saved:
             print(f"\n(analysis saved to {saved})", file=sys.stderr)
-    return 1 if any(f["severity"] == "error" for f in data["findings"]) else 0
+    if not data["events"] and not data.get("baseline"):
+        return EXIT_USAGE  # no trace events: nothing was analysed (the reason is printed above)
+    return EXIT_FINDINGS if any(f["severity"] == "error" for f in data["findings"]) else EXIT_OK
 
 
 def _engine_options(args) -> dict:

@@ -44,6 +44,15 @@ class Source:
     path: str = ""
     line: int = 0
 
+    def where(self) -> str:
+        """Where a value came from, as a message's location: ``dftpass.yaml:4``, ``--set``,
+        ``the command line``, ``the defaults``."""
+        if self.path and self.line:
+            return f"{self.path}:{self.line}"
+        if self.path:
+            return self.path
+        return {"cli": "the command line", "default": "the defaults"}.get(self.layer, self.layer)
+
     def __str__(self) -> str:
         if not self.path:
             return self.layer
@@ -266,7 +275,7 @@ def _hint(key: str) -> str:
 def _check(key: str, value: Any, src: Source) -> None:
     spec = KEYS[key]
     if not spec.check(value):
-        raise ConfigError(f"{src.path or src.layer}:{src.line}: '{key}' must be {spec.expected}, "
+        raise ConfigError(f"{src.where()}: '{key}' must be {spec.expected}, "
                           f"got {_shown(value)}")
 
 
@@ -473,13 +482,17 @@ def cli_overrides(select: list[str] | None, ignore: list[str] | None, jobs: int 
         try:
             value = yaml.safe_load(raw) if raw.strip() else ""
         except yaml.YAMLError as exc:
-            raise ConfigError(f"--set {key}: invalid value {raw!r}: {exc}") from exc
+            problem = getattr(exc, "problem", None) or "not YAML"
+            raise ConfigError(f"--set {key}: {raw!r} is not a value dftpass can read ({problem}); write a "
+                              f"list as a,b or [a, b] and quote text with commas or colons") from None
+        if key in KEYS and isinstance(value, str) and not KEYS[key].check(value) and KEYS[key].check([value]):
+            value = _split_csv([value])  # --set rules.select=ML-R1,ML-R6: a list written as the flags are
         if key.startswith("rules.options.") and key.count(".") == 3:
             out[key] = Value(value, src)
             continue
         if key not in KEYS:
             raise ConfigError(f"--set: unknown configuration key '{key}'" + _hint(key))
-        _check(key, value, Source("cli", "--set", 0))
+        _check(key, value, Source("cli", "--set"))
         out[key] = Value(value, src)
     return out
 

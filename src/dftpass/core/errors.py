@@ -8,3 +8,7 @@ turns it into a :class:`~dftpass.core.manager.PluginError` that names the pass a
 
 class UserError(Exception):
     """Bad input, configuration or environment; the message says what and where (exit 2)."""
+
+
+#: the exit codes of every command (``dftpass --help`` says what each means)
+EXIT_OK, EXIT_FINDINGS, EXIT_USAGE, EXIT_INTERNAL, EXIT_INTERRUPTED = 0, 1, 2, 3, 130

@@ -257,7 +257,7 @@ class PassManager:
         """Errors for rule ids and options the configuration names but no pass has."""
         for rule, source in self.config.option_rule_ids().items():
             if rule not in self.registry:
-                raise ConfigError(f"{source.path or source.layer}:{source.line}: rules.options names "
+                raise ConfigError(f"{source.where()}: rules.options names "
                                   f"unknown pass {rule!r}")
         ids = list(self.registry)
         for key in ("rules.select", "rules.ignore"):
@@ -266,7 +266,7 @@ class PassManager:
                     continue
                 if pattern not in ids:
                     src = self.config.source(key)
-                    where = f"{src.path or src.layer}:{src.line}: {key} names"
+                    where = f"{src.where()}: {key} names"
                     if self.failures:  # the rule may be one of a plugin that did not load
                         raise PluginError(f"{where} rule {pattern!r}, which no loaded plugin has; "
                                           + "; ".join(map(str, self.failures)))
@@ -279,7 +279,7 @@ class PassManager:
         for name in self.config.get("plugins.disable") or ():
             if name not in known:
                 src = self.config.source("plugins.disable")
-                raise ConfigError(f"{src.path or src.layer}:{src.line}: plugins.disable names {name!r}, which is "
+                raise ConfigError(f"{src.where()}: plugins.disable names {name!r}, which is "
                                   f"not an installed plugin (installed: {', '.join(sorted(known))})")
         for pass_id in self.registry:
             self.options_for(pass_id)
@@ -292,7 +292,7 @@ class PassManager:
         kwargs = {}
         for name, value in self.config.rule_options(pass_id).items():
             field = fields.get(name)
-            where = f"{value.source.path or value.source.layer}:{value.source.line}"
+            where = value.source.where()
             if field is None:
                 known = ", ".join(fields) or "none"
                 raise ConfigError(f"{where}: {pass_id} has no option {name!r} (options: {known})")
