@@ -111,9 +111,14 @@ def test_a_latin1_file_without_a_coding_cookie_is_left_untouched_and_the_rest_is
     root = project({"train.py": TRAIN, "latin.py": latin})
     r = dftpass("run", root, "--out", tmp_path / "out", "--set", "project.kind=program")
     assert r.returncode == 1, r.stderr
-    assert b"latin.py: error: dftpass not valid text in its declared encoding" in r.stdout
+    # a sentence with the byte, the line and the way out
+    assert (b"latin.py:1:1: error: dftpass left untouched: the file is not valid UTF-8 (byte 0xE9 on line 1); "
+            b"save it as UTF-8, or declare its encoding on its first line") in r.stdout
     assert (tmp_path / "out" / "latin.py").read_bytes() == latin
     assert b"ai.dataloader.fetch.iter" in (tmp_path / "out" / "train.py").read_bytes()
+    # detect names the file it could not read (it was silent about it)
+    seen = dftpass("detect", root)
+    assert seen.returncode == 0 and b"not read:     latin.py:1: left untouched: the file is not valid UTF-8" in seen.stdout
 
 
 BODY = ("import torch\n\n\n@torch.no_grad()\ndef evaluate(model, val_loader):\n    for x in val_loader:\n"

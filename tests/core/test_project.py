@@ -54,7 +54,8 @@ def test_bad_files_become_findings_and_the_rest_is_analysed(project):
     assert project_.files["latin.py"].ok  # a declared encoding is honoured
     assert "does not parse" in problems["broken.py"].message and problems["broken.py"].line == 1
     assert problems["broken.py"].severity == Severity.ERROR
-    assert "not valid text" in problems["badutf8.py"].message
+    assert "not valid UTF-8 (byte 0xFF on line 1)" in problems["badutf8.py"].message
+    assert problems["badutf8.py"].line == 1
     assert "nul.py" in problems
     assert "above files.max-bytes" in problems["huge.py"].message
     assert problems["gen_pb2.py"].severity == Severity.INFO

@@ -108,6 +108,11 @@ def cmd_detect(args: argparse.Namespace) -> int:
         f"{', runs ' + p.entry.function.split('::')[1] if p.entry.function else ''}): {p.role}"
         f"{'' if p.instrumented else ', not instrumented'}"
         for p in programs.programs]
+    # what detection could not look into: its frameworks and entries are unknown
+    det["unreadable"] = [f"{f.problem.path}:{f.problem.line}: {f.problem.message}" if f.problem.line
+                         else f"{f.problem.path}: {f.problem.message}"
+                         for f in sorted(project.files.values(), key=lambda f: f.relpath)
+                         if f.problem is not None and f.problem.severity.value == "error"]
     if args.json:
         print(json.dumps(det, indent=2))
         return 0
@@ -123,6 +128,8 @@ def cmd_detect(args: argparse.Namespace) -> int:
         print(f"rules:        {', '.join(f'{rules[fw]} ({fw})' for fw in det['extras'])}; the versions dftpass is "
               f"tested with: pip install 'dftpass[{','.join(det['extras'])}]'")
     print("entries:      " + ("\n              ".join(det["entries"]) or "none found"))
+    if det["unreadable"]:
+        print("not read:     " + "\n              ".join(det["unreadable"]))
     return 0
 
 

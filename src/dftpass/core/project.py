@@ -124,6 +124,30 @@ def _not_a_source(path: Path) -> str | None:
     return None
 
 
+def _encoding_problem(data: bytes, msg: str) -> tuple[str, int]:
+    """A file Python cannot decode, said as a sentence with its way out: which byte on which
+    line, and what to do (Python reads a file as UTF-8 unless a coding line says otherwise)."""
+    import re
+
+    declared = re.search(rb"^[ \t\f]*#.*?coding[:=][ \t]*([-\w.]+)", b"\n".join(data.split(b"\n")[:2]), re.M)
+    encoding = declared.group(1).decode("ascii", "replace") if declared else "UTF-8"
+    try:
+        data.decode(encoding)
+        offset = None
+    except UnicodeDecodeError as exc:
+        offset = exc.start
+    except LookupError:  # an encoding Python does not know
+        return f"left untouched: it declares an encoding Python does not know ({encoding}): {msg}", 0
+    if offset is not None:
+        line = data[:offset].count(b"\n") + 1
+        byte = f"byte 0x{data[offset]:02X} on line {line}"
+    else:
+        line, byte = 0, msg
+    how = ("save it as UTF-8, or declare its encoding on its first line (`# -*- coding: latin-1 -*-`)"
+           if not declared else f"fix the byte, or the coding line if the file is not {encoding}")
+    return f"left untouched: the file is not valid {encoding} ({byte}); {how}", line
+
+
 def _summarize_one(root: str, relpath: str, module: str, max_bytes: int) -> tuple:
     """Worker: returns (relpath, size, summary | None, problem dict | None)."""
     path = os.path.join(root, relpath)
@@ -143,8 +167,8 @@ def _summarize_one(root: str, relpath: str, module: str, max_bytes: int) -> tupl
     except SyntaxError as exc:
         msg = exc.msg or "invalid syntax"
         if "unicode" in msg.lower() or "codec" in msg.lower() or "encoding" in msg.lower():
-            return relpath, size, None, ("error", f"not valid text in its declared encoding: {msg}; "
-                                         "left untouched", exc.lineno or 0, 0)
+            sentence, line = _encoding_problem(data, msg)
+            return relpath, size, None, ("error", sentence, line or exc.lineno or 0, 0)
         return relpath, size, None, ("error", f"does not parse: {msg}; left untouched",
                                      exc.lineno or 0, (exc.offset or 1) - 1)
     except (ValueError, UnicodeDecodeError, RecursionError, MemoryError) as exc:
