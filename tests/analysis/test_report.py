@@ -264,3 +264,28 @@ def test_a_pipe_inside_a_cell_stays_in_its_cell():
 
     page = to_html(f"| command | n |\n|---|---:|\n| {cell('python -c a|b')} | 3 |\n", "t")
     assert '<td>python -c a|b</td>\n<td style="text-align:right">3</td>' in page
+
+
+def test_table_cells_keep_their_text_when_rendered():
+    """A Markdown cell is escaped outside code: ``Dataset.__getitem__`` is not a bold "getitem",
+    ``a * b`` no emphasis, a pipe no column; text in backticks stays code."""
+    from dftpass.analysis.html import markdown_to_html
+    from dftpass.analysis.render import cell
+
+    text = "| event | note |\n|---|---|\n" + f"| {cell('data/Dataset.__getitem__')} | {cell('a * b | c `x_y`')} |\n"
+    html = markdown_to_html(text)
+    assert "Dataset.__getitem__" in html and "<strong>" not in html and "<em>" not in html
+    assert "a * b | c" in html and "<code>x_y</code>" in html and html.count("<td>") == 2
+
+
+def test_compare_markdown_marks_changes_with_words_not_emoji():
+    from dftpass.analysis.render import compare_markdown
+
+    cmp = {"labels": ["base", "new"], "threshold_pct": 5.0, "verdicts": ["new vs base: net improvement."],
+           "rows": [{"metric": "wall_s", "unit": "s", "cells": [
+               {"value": 2.0, "change_pct": None, "cls": "info"},
+               {"value": 1.0, "change_pct": -50.0, "cls": "improved", "within_noise": False}]}],
+           "proposal_impacts": []}
+    text = compare_markdown(cmp)
+    assert "-50.0% (better)" in text
+    assert not any(ord(ch) > 0x2FFF for ch in text)  # no emoji (they need an emoji font)

@@ -3,6 +3,8 @@ that ``analysis.json`` holds, so ``report`` renders saved analyses the same way)
 
 from __future__ import annotations
 
+import re
+
 
 def human_bytes(n: float | None) -> str:
     if n is None:
@@ -14,9 +16,22 @@ def human_bytes(n: float | None) -> str:
     return f"{n:.1f} TB"  # pragma: no cover
 
 
+def plural(n: int, one: str, many: str) -> str:
+    """``1 process``, ``3 processes``."""
+    return f"{n} {one if n == 1 else many}"
+
+
 def cell(text: object) -> str:
-    """Text for a Markdown table cell: one line, pipes escaped."""
-    return str(text).replace("\n", " ").replace("|", "\\|")
+    """Text for a Markdown table cell or list item: one line, pipes escaped, and outside
+    `code` the characters Markdown would read as emphasis or HTML (``__init__`` stays
+    ``__init__``, not a bold "init")."""
+    parts = str(text).replace("\n", " ").split("`")
+    for i in range(0, len(parts), 2):  # the even parts are outside backticks
+        # an underscore inside a word (``wall_s``) is no emphasis in CommonMark: only those at
+        # a word's edge (``__init__``) are escaped
+        parts[i] = re.sub(r"[\\*<>\[\]]|(?<![^\W_])_+|_+(?![^\W_])", lambda m: "".join("\\" + c for c in m.group()),
+                          parts[i])
+    return "`".join(parts).replace("|", "\\|")
 
 
 def _count(x: float | None) -> str:
@@ -158,7 +173,7 @@ def text(a: dict, top: int = 12) -> str:
     if not a["events"]:  # empty tables would only hide the reason
         return "\n".join([head] + _findings_lines(a) + _problem_lines(a))
     lines = [head, *([f"  {repeats_line(a)}"] if repeats_line(a) else []),
-             f"  {a['events']} events from {a['processes']['count']} processes "
+             f"  {a['events']} events from {plural(a['processes']['count'], 'process', 'processes')} "
              f"({', '.join(f'{n} {r}' for r, n in sorted(a['processes']['roles'].items()))}), "
              f"traced span {a['span_s']:.2f} s",
              *[f"  {line}" for line in accounting_lines(a.get("time_accounting"))]]
@@ -220,7 +235,7 @@ def markdown(a: dict) -> str:
         out.append(f"- wall time: {m['wall_s']:.2f} s (median of {len(a['repeats'])} repeat(s))")
     if repeats_line(a):
         out.append(f"- {repeats_line(a)}")
-    out += [f"- {a['events']} events, {a['processes']['count']} processes "
+    out += [f"- {a['events']} events, {plural(a['processes']['count'], 'process', 'processes')} "
             f"({', '.join(f'{n} {r}' for r, n in sorted(a['processes']['roles'].items()))}), "
             f"traced span {a['span_s']:.2f} s"]
     out += [f"- {line}" for line in accounting_lines(a.get("time_accounting"))]
@@ -236,10 +251,10 @@ def markdown(a: dict) -> str:
     out += ["", "### Time by category", "",
             "Time: a category's nested events counted once, added over processes; sum: every event's duration.",
             "", "| category | events | time s | sum s |", "|---|---:|---:|---:|"]
-    out += [f"| {c['cat']} | {c['count']} | {c['total_s']:.3f} | {c.get('sum_s', c['total_s']):.3f} |"
+    out += [f"| {cell(c['cat'])} | {c['count']} | {c['total_s']:.3f} | {c.get('sum_s', c['total_s']):.3f} |"
             for c in a["categories"]]
     out += ["", "| event | count | sum s | mean ms | p50 ms | p99 ms | bytes |", "|---|---:|---:|---:|---:|---:|---:|"]
-    out += [f"| {r['cat']}/{r['name']} | {r['count']} | {r['total_s']:.3f} | {1e3 * r['mean_s']:.2f} | "
+    out += [f"| {cell(r['cat'])}/{cell(r['name'])} | {r['count']} | {r['total_s']:.3f} | {1e3 * r['mean_s']:.2f} | "
             f"{1e3 * r['p50_s']:.2f} | {1e3 * r['p99_s']:.2f} | {human_bytes(r['bytes']) if r['bytes'] else ''} |"
             for r in a["top"]]
     if a.get("process_table"):
@@ -275,7 +290,7 @@ def markdown(a: dict) -> str:
     else:
         out.append("No measured bottleneck calls for a change.")
     out += ["", "### Checklist", "", "| component | dimension | verdict |", "|---|---|---|"]
-    out += [f"| {v['component']} | {v['title']} | {cell(v['verdict'])} |" for v in a["checklist"]]
+    out += [f"| {cell(v['component'])} | {cell(v['title'])} | {cell(v['verdict'])} |" for v in a["checklist"]]
     if a["problems"]:
         out += ["", "### Trace problems", ""] + [f"- {p}" for p in a["problems"]]
     return "\n".join(out)
@@ -355,7 +370,8 @@ def impact_line(imp: dict, code: str = "") -> str:
     return text
 
 
-_BADGE = {"improved": "🟢", "regressed": "🔴", "neutral": "⚪", "info": ""}
+#: words, not emoji: an emoji renders as an empty box where no emoji font is installed
+_BADGE = {"improved": "(better)", "regressed": "(worse)", "neutral": "(same)", "info": ""}
 
 
 def compare_markdown(cmp: dict) -> str:
@@ -369,9 +385,9 @@ def compare_markdown(cmp: dict) -> str:
                 noise = " (noise)" if c.get("within_noise") else ""
                 text += f" {c['change_pct']:+.1f}% {_BADGE[c['cls']]}{noise}"
             cells.append(text)
-        out.append(f"| {row['metric']} | " + " | ".join(cells) + " |")
-    out += ["", f"🟢 improved, 🔴 regressed beyond ±{cmp['threshold_pct']:.0f}% (lower time, higher bandwidth is "
-                "better), ⚪ within ±5%.", ""]
+        out.append(f"| {cell(row['metric'])} | " + " | ".join(cells) + " |")
+    out += ["", f"better / worse: beyond ±{cmp['threshold_pct']:.0f}% in the metric's direction (lower time, higher "
+                f"bandwidth is better); same: within ±{cmp['threshold_pct']:.0f}%.", ""]
     out += [f"- {v}" for v in cmp["verdicts"]]
     out += judgement_lines(cmp, bullet="- ")
     out += [f"- {impact_line(imp, code='`')}" for imp in cmp["proposal_impacts"]]

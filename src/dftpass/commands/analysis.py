@@ -77,7 +77,10 @@ def cmd_report(args: argparse.Namespace) -> int:
     from dftpass.analysis.report import build
 
     md, page, new = build(args.workspace, functools.cache(lambda: load(args)), **_engine_options(args))
-    print(f"wrote {md} and {page}" + (f"; {new} new lessons in lessons.md" if new else ""), file=sys.stderr)
+    from dftpass.analysis.render import plural
+
+    print(f"wrote {md} and {page}" + (f"; {plural(new, 'new lesson', 'new lessons')} in lessons.md" if new else ""),
+          file=sys.stderr)
     return 0
 
 
