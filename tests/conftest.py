@@ -17,10 +17,12 @@ APPS = FIXTURES / "apps"
 
 @pytest.fixture(autouse=True)
 def isolated_config(tmp_path_factory, monkeypatch):
-    """No site or user configuration of the machine leaks into a test."""
+    """No site or user configuration of the machine leaks into a test, and no test writes the
+    user's cache (a bare folder of traces is cached there)."""
     home = tmp_path_factory.mktemp("home")
     monkeypatch.setenv("DFTPASS_SITE_CONFIG", str(home / "no-site-config.yaml"))
     monkeypatch.setenv("XDG_CONFIG_HOME", str(home / "config"))
+    monkeypatch.setenv("XDG_CACHE_HOME", str(home / "cache"))
 
 
 @attrs.frozen

@@ -79,3 +79,30 @@ def test_the_key_sees_every_byte_of_a_file_shorter_than_both_ends(tmp_path):
     path.write_bytes(bytes(data))
     os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns))
     assert file_key(path) != before
+
+
+def test_a_bare_folder_of_traces_is_cached_in_the_users_cache_directory(tmp_path, monkeypatch):
+    """Traces copied from a cluster (no workspace): a second ``analyze`` reads none of them, from
+    the user's cache directory; the entries follow the umask, not mkstemp's 0600."""
+    from dftpass.plugins.analyses.traces import analyze_run
+    from dftpass.runs.layout import open_run
+    from dftpass.traces import cache as cache_module
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    made = []
+    real = cache_module.TraceCache.__init__
+    monkeypatch.setattr(cache_module.TraceCache, "__init__", lambda self, root: (made.append(self), real(self, root))[1])
+    old = os.umask(0o022)
+    try:
+        traces = copy_traces(tmp_path)
+        first = analyze_run(open_run(traces))
+        second = analyze_run(open_run(traces))
+    finally:
+        os.umask(old)
+    files = len(list(traces.iterdir()))
+    assert made[0].misses == files and made[1].hits == files and made[1].misses == 0
+    entries = list((tmp_path / "xdg" / "dftpass" / "traces" / "files").glob("*.summary"))
+    assert len(entries) == len(list(traces.iterdir()))
+    assert {e.stat().st_mode & 0o777 for e in entries} == {0o644}
+    assert second.primary.analysis.summary.events == first.primary.analysis.summary.events
+    assert second.primary.analysis.overlap == first.primary.analysis.overlap

@@ -45,7 +45,7 @@ def _check_inside(path: Path, root: Path) -> None:
         raise UnsafeWrite(f"refusing to write {path}: outside {root}")
 
 
-def _default_mode() -> int:
+def umask_mode() -> int:
     """What a new file gets from the umask, as any tool's would (mkstemp makes 0600)."""
     umask = os.umask(0)
     os.umask(umask)
@@ -65,7 +65,7 @@ def atomic_write(path: Path, data: bytes, root: Path, mode: int | None = None) -
             fh.write(data)
             fh.flush()
             os.fsync(fh.fileno())
-        os.chmod(tmp, mode if mode is not None else _default_mode())
+        os.chmod(tmp, mode if mode is not None else umask_mode())
         os.replace(tmp, path)
     except BaseException:
         try:

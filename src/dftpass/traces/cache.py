@@ -27,6 +27,8 @@ import pickle
 import tempfile
 from pathlib import Path
 
+from dftpass.core.writer import umask_mode
+
 #: bump when Summary, the spill layout or the busy series change
 FORMAT = 6
 #: the bytes hashed at each end of a file
@@ -59,6 +61,16 @@ def set_key(parts: list[str], *extra: object) -> str:
     return digest.hexdigest()
 
 
+def user_cache(name: str = "traces") -> Path:
+    """The cache of trace folders that are not in a workspace (traces copied from a cluster):
+    the user's cache directory (``$XDG_CACHE_HOME/dftpass`` or ``~/.cache/dftpass`` on Linux,
+    ``~/Library/Caches/dftpass`` on macOS). Entries are keyed on each file's path, size, mtime,
+    inode and content hash, so one cache serves every folder."""
+    import platformdirs
+
+    return Path(platformdirs.user_cache_dir("dftpass", appauthor=False)) / name
+
+
 class TraceCache:
     """One cache folder: ``files/<key>.summary`` (+ ``.spill``) and ``busy/<key>.busy``."""
 
@@ -81,6 +93,7 @@ class TraceCache:
             fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
             with os.fdopen(fd, "wb") as fh:
                 pickle.dump(obj, fh, protocol=pickle.HIGHEST_PROTOCOL)
+            os.chmod(tmp, umask_mode())  # a workspace a team shares: not mkstemp's 0600
             os.replace(tmp, path)
         except OSError:
             pass  # a cache that cannot be written only costs the next look its speed
@@ -95,6 +108,7 @@ class TraceCache:
         try:
             (self.root / "files").mkdir(parents=True, exist_ok=True)
             fd, tmp = tempfile.mkstemp(dir=self.root / "files", prefix=".tmp-", suffix=".spill")
+            os.chmod(tmp, umask_mode())
         except OSError:
             return None
         os.close(fd)

@@ -52,7 +52,8 @@ class RunAnalysis:
 def analyze_run(run, engine: str = "local", jobs: int = 1, scheduler: str | None = None,
                 width_s: float | None = None, cache: bool = True) -> RunAnalysis:
     """Every repeat of ``run`` read and summarized; a run of a workspace keeps what it read in
-    ``<workspace>/.dftpass-cache`` (``cache=False``: neither read nor written)."""
+    ``<workspace>/.dftpass-cache``, a bare folder of traces in the user's cache directory
+    (``cache=False``: neither read nor written)."""
     # imported here: numpy and msgspec are not needed by the annotation commands
     from dftpass.analysis.engine import analyze_traces
     from dftpass.analysis.metrics import run_metrics
@@ -63,11 +64,13 @@ def analyze_run(run, engine: str = "local", jobs: int = 1, scheduler: str | None
     import structlog
 
     from dftpass.runs.layout import RunDir
-    from dftpass.traces.cache import CACHE_DIR, TraceCache
+    from dftpass.traces.cache import CACHE_DIR, TraceCache, user_cache
 
     log = structlog.get_logger("dftpass")
     record = run.record()
-    store = TraceCache(run.workspace / CACHE_DIR / "traces") if cache and isinstance(run, RunDir) else None
+    # a workspace keeps its own cache beside its runs; a bare folder of traces uses the user's
+    store = None if not cache else TraceCache(run.workspace / CACHE_DIR / "traces") if isinstance(run, RunDir) \
+        else TraceCache(user_cache())
     out = []
     for rep in record["repeats"]:
         k = rep["repeat"]
