@@ -158,3 +158,26 @@ def test_compare_against_the_baseline_reports_the_cost_of_tracing(tmp_path, cli,
     assert shown.code == 0, shown.err
     assert "traced vs ref: the cost of tracing: wall_s " in shown.out and "against the untraced baseline" in shown.out
     assert "net regression" not in shown.out and "net improvement" not in shown.out
+
+
+def test_view_writes_the_run_as_one_chrome_trace_for_perfetto(traced, tmp_path, cli, monkeypatch):
+    """``dftpass view``: every event of a repeat as trace-event JSON (``X``/``C`` with times
+    in microseconds), each process named by its role, training processes first; a bare folder
+    of traces is only read (the file goes to the current folder)."""
+    from dftpass.traces import analyze
+
+    r = cli("view", traced, "--repeat", "2")
+    assert r.code == 0, r.err
+    assert "ui.perfetto.dev" in r.out
+    data = json.loads((traced / "trace-rep-2.json").read_text())
+    events = [e for e in data["traceEvents"] if e["ph"] != "M"]
+    assert {e["ph"] for e in events} <= {"X", "C"} and all(e["dur"] >= 0 for e in events if e["ph"] == "X")
+    assert len(events) == analyze([traced / "traces" / "compact" / "rep-2"]).summary.events
+    names = [e["args"]["name"] for e in data["traceEvents"] if e["name"] == "process_name"]
+    assert names[0].startswith("training process") and any(n.startswith("DataLoader worker") for n in names)
+    assert any(e["cat"] == "pipeline" and e["name"].startswith("epoch") for e in events)  # the phases' bars
+    monkeypatch.chdir(tmp_path)
+    bare = cli("view", traced / "traces" / "compact" / "rep-1")
+    assert bare.code == 0, bare.err
+    assert (tmp_path / "rep-1-trace.json").is_file()
+    assert cli("view", traced, "--repeat", "9").code == 2

@@ -93,6 +93,47 @@ def _add_engine_options(p) -> None:
                    "<workspace>/.dftpass-cache")
 
 
+def cmd_view(args: argparse.Namespace) -> int:
+    """Write a run's traces as one Chrome trace-event file for Perfetto / chrome://tracing."""
+    import os
+    import tempfile
+
+    from dftpass.runs.layout import LayoutError, RunDir, open_run
+    from dftpass.traces.export import write_chrome_trace
+
+    try:
+        run = open_run(args.run)
+        repeats = [r["repeat"] for r in run.record()["repeats"]]
+    except LayoutError as exc:
+        raise UsageError(str(exc)) from exc
+    repeat = args.repeat or repeats[0]
+    if repeat not in repeats:
+        raise UsageError(f"{args.run}: no repeat {repeat} (it has {', '.join(map(str, repeats))})")
+    # a run of a workspace keeps its view beside its traces; a folder dftpass did not make is
+    # only read: the view goes to the current folder
+    out = args.out or (run.path / f"trace-rep-{repeat}.json" if isinstance(run, RunDir)
+                       else Path(f"{run.label}-trace.json"))
+    out = out.resolve()
+    fd, tmp = tempfile.mkstemp(dir=out.parent, prefix=f".{out.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            done = write_chrome_trace(run.trace_dirs(repeat), fh)
+        os.replace(tmp, out)
+    except BaseException:
+        os.unlink(tmp)
+        raise
+    for problem in done.problems:
+        print(f"  {problem}", file=sys.stderr)
+    if not done.events:
+        print(f"{args.run}: no trace events to show", file=sys.stderr)
+        return EXIT_USAGE
+    aggregated = f"; {done.aggregated_left_out} aggregated records left out" if done.aggregated_left_out else ""
+    print(f"wrote {out} ({done.events} events from {done.processes} process"
+          f"{'' if done.processes == 1 else 'es'}{aggregated})\n"
+          "open it in Perfetto (https://ui.perfetto.dev, 'Open trace file') or in Chrome at chrome://tracing")
+    return EXIT_OK
+
+
 def add_parsers(sub) -> None:
     p = sub.add_parser("analyze", help="summary, categories, overlap, diagnosis and proposals of a traced run")
     p.add_argument("run", type=Path, help="a run folder of `dftpass trace` (or any folder/file of traces)")
@@ -115,6 +156,15 @@ def add_parsers(sub) -> None:
     fmt.add_argument("--markdown", action="store_true", help="print Markdown (for a pull request or a wiki)")
     add_config_options(p)
     p.set_defaults(func=cmd_compare, project=None)
+
+    p = sub.add_parser("view", help="a run's traces as one Chrome trace-event file for Perfetto or "
+                       "chrome://tracing")
+    p.add_argument("run", type=Path, help="a run folder of `dftpass trace` (or any folder/file of traces)")
+    p.add_argument("--repeat", type=int, help="which repeat (default: the first)")
+    p.add_argument("--out", type=Path, help="the file to write (default: RUN/trace-rep-K.json for a run of "
+                   "a workspace, ./LABEL-trace.json for a folder of traces)")
+    add_config_options(p)
+    p.set_defaults(func=cmd_view, project=None)
 
     p = sub.add_parser("report", help="report.md and a self-contained report.html for a workspace")
     p.add_argument("workspace", type=Path, nargs="?", default=Path("workspace"),
