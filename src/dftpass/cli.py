@@ -13,7 +13,7 @@ from pathlib import Path
 
 from dftpass import __version__
 from dftpass.core import log
-from dftpass.commands.common import add_config_options
+from dftpass.commands.common import add_config_options, add_format_options
 from dftpass.core.errors import EXIT_FINDINGS, EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, UserError
 from dftpass.core.manager import PluginError, call_hook, make_plugin_manager
 
@@ -38,7 +38,7 @@ def _add_pipeline_options(p: argparse.ArgumentParser, plugin_pm=None) -> None:
     add_config_options(p)
     p.add_argument("--passes", help="run only these passes (comma-separated ids) and what they require")
     p.add_argument("--time-passes", action="store_true", help="print the time of each pass")
-    p.add_argument("--format", choices=("text", "json", "sarif"), default="text", help="findings format")
+    add_format_options(p, ("text", "json", "sarif"))
     if plugin_pm is not None:
         group = p.add_argument_group("plugin options")
         try:
@@ -126,6 +126,32 @@ def _bytes_through(stream) -> None:
         stream.reconfigure(errors="surrogateescape")
 
 
+def _run(args: argparse.Namespace) -> int:
+    """The command, with the output convention applied: ``--output FILE`` gets what it prints
+    (written atomically, once the command is done), ``--exit-zero`` turns "found problems"
+    into 0."""
+    import contextlib
+    import io
+
+    output = getattr(args, "output", None)
+    if output is None:
+        code = args.func(args)
+    else:
+        printed = io.StringIO()
+        with contextlib.redirect_stdout(printed):
+            code = args.func(args)
+        from dftpass.core.writer import atomic_write
+
+        target = Path(output).resolve()
+        if not target.parent.is_dir():
+            raise UserError(f"--output {output}: the folder {target.parent} does not exist")
+        atomic_write(target, printed.getvalue().encode("utf-8"), target.parent)
+        print(f"wrote {output}", file=sys.stderr)
+    if getattr(args, "exit_zero", False) and code == EXIT_FINDINGS:
+        return EXIT_OK
+    return code
+
+
 def main(argv: list[str] | None = None) -> int:
     _bytes_through(sys.stdout)
     _bytes_through(sys.stderr)
@@ -142,7 +168,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.print_help()
         return EXIT_USAGE
     try:
-        return args.func(args)
+        return _run(args)
     except UserError as exc:
         print(f"dftpass: error: {exc}", file=sys.stderr)
         return EXIT_USAGE

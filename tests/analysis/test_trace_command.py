@@ -166,13 +166,13 @@ def test_view_writes_the_run_as_one_chrome_trace_for_perfetto(traced, tmp_path, 
     of traces is only read (the file goes to the current folder)."""
     from dftpass.traces import analyze
 
-    r = cli("view", traced, "--repeat", "2")
+    r = cli("view", traced, "--repeat", "1")  # (an earlier test may have replaced the run by one repeat)
     assert r.code == 0, r.err
     assert "ui.perfetto.dev" in r.out
-    data = json.loads((traced / "trace-rep-2.json").read_text())
+    data = json.loads((traced / "trace-rep-1.json").read_text())
     events = [e for e in data["traceEvents"] if e["ph"] != "M"]
     assert {e["ph"] for e in events} <= {"X", "C"} and all(e["dur"] >= 0 for e in events if e["ph"] == "X")
-    assert len(events) == analyze([traced / "traces" / "compact" / "rep-2"]).summary.events
+    assert len(events) == analyze([traced / "traces" / "compact" / "rep-1"]).summary.events
     names = [e["args"]["name"] for e in data["traceEvents"] if e["name"] == "process_name"]
     assert names[0].startswith("training process") and any(n.startswith("DataLoader worker") for n in names)
     assert any(e["cat"] == "pipeline" and e["name"].startswith("epoch") for e in events)  # the phases' bars
@@ -181,3 +181,29 @@ def test_view_writes_the_run_as_one_chrome_trace_for_perfetto(traced, tmp_path, 
     assert bare.code == 0, bare.err
     assert (tmp_path / "rep-1-trace.json").is_file()
     assert cli("view", traced, "--repeat", "9").code == 2
+
+
+def test_one_output_convention_on_analyze_and_compare(traced, tmp_path, cli):
+    """``--format text|json|markdown|sarif`` where each makes sense, ``--output FILE``,
+    ``--exit-zero``; the older ``--json``/``--markdown`` still work; a bad format is the
+    command's own usage error."""
+    r = cli("analyze", traced, "--format", "sarif", "--output", tmp_path / "a.sarif")
+    assert r.code == 0, r.err
+    sarif = json.loads((tmp_path / "a.sarif").read_text())
+    as_json = json.loads(cli("analyze", traced, "--json").out)
+    assert len(sarif["runs"][0]["results"]) == len(as_json["findings"])
+    assert cli("analyze", traced, "--format", "markdown").out.startswith("## Run `base`")
+    assert cli("analyze", traced, "--markdown").out.startswith("## Run `base`")
+    import subprocess
+    import sys
+
+    bad = subprocess.run([sys.executable, "-m", "dftpass", "analyze", str(traced), "--format", "xml"],
+                         capture_output=True, text=True)
+    assert bad.returncode == 2 and "usage: dftpass analyze" in bad.stderr and "invalid choice: 'xml'" in bad.stderr
+    shown = cli("compare", traced, traced, "--format", "markdown", "--output", tmp_path / "c.md")
+    assert shown.code == 0 and (tmp_path / "c.md").read_text().startswith("| metric |")
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    assert cli("analyze", empty).code == 2  # no events: nothing was analysed
+    crash = cli("trace", "--label", "crash", "--workspace", tmp_path / "ws", "--", PY, "-c", "import sys; sys.exit(3)")
+    assert crash.code == 3

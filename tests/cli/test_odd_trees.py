@@ -116,6 +116,8 @@ def test_a_latin1_file_without_a_coding_cookie_is_left_untouched_and_the_rest_is
             b"save it as UTF-8, or declare its encoding on its first line") in r.stdout
     assert (tmp_path / "out" / "latin.py").read_bytes() == latin
     assert b"ai.dataloader.fetch.iter" in (tmp_path / "out" / "train.py").read_bytes()
+    # --exit-zero: the command ran; the error is reported, the exit code is 0 (for a CI step)
+    assert dftpass("plan", root, "--no-diff", "--set", "project.kind=program", "--exit-zero").returncode == 0
     # detect names the file it could not read (it was silent about it)
     seen = dftpass("detect", root)
     assert seen.returncode == 0 and b"not read:     latin.py:1: left untouched: the file is not valid UTF-8" in seen.stdout

@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 
 from dftpass.core.errors import EXIT_FINDINGS, EXIT_OK, EXIT_USAGE
-from dftpass.commands.common import UsageError, add_config_options, load
+from dftpass.commands.common import UsageError, add_config_options, add_format_options, load
 
 ENGINES = ("local", "dask")  # dftpass.analysis.engine.ENGINES
 
@@ -28,10 +28,12 @@ def cmd_analyze(args: argparse.Namespace) -> int:
     saved = save(result)
     if saved:
         lessons.record(result.run.workspace, data)
-    if args.json:
+    if args.format == "json":
         print(json.dumps(data, indent=2, default=str))
-    elif args.markdown:
+    elif args.format == "markdown":
         print(render.markdown(data))
+    elif args.format == "sarif":
+        print(_sarif(data, manager))
     else:
         print(render.text(data))
         if saved:
@@ -46,6 +48,17 @@ def _engine_options(args) -> dict:
     return {"project": getattr(args, "project", None), "engine": args.engine,
             "jobs": args.jobs, "scheduler": args.scheduler, "width_s": args.bucket_width,
             "cache": not getattr(args, "no_cache", False), "phase": getattr(args, "phase", None)}
+
+
+def _sarif(data: dict, manager) -> str:
+    """The findings of an analysis as SARIF (a run's findings point at the run, or at the
+    source line a cause names)."""
+    from dftpass import __version__
+    from dftpass.core.findings import Finding, Severity, render_sarif
+
+    findings = [Finding(f["rule"], f["message"], f.get("path") or "", f.get("line") or 0, f.get("column") or 0,
+                        Severity(f["severity"])) for f in data["findings"]]
+    return render_sarif(findings, {c.id: c.title for c in manager.rules()}, __version__)
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
@@ -64,9 +77,9 @@ def cmd_compare(args: argparse.Namespace) -> int:
         from dftpass.analysis.lessons import record_impacts
 
         record_impacts(workspace, result["proposal_impacts"])
-    if args.json:
+    if args.format == "json":
         print(json.dumps(result, indent=2, default=str))
-    elif args.markdown:
+    elif args.format == "markdown":
         print(render.compare_markdown(result))
     else:
         print(render.compare_text(result, color=sys.stdout.isatty()))
@@ -141,9 +154,7 @@ def add_parsers(sub) -> None:
     p.add_argument("--phase", choices=("train", "evaluate", "test", "outside"),
                    help="judge this phase (default: the loop phase with the most time, training first)")
     _add_engine_options(p)
-    fmt = p.add_mutually_exclusive_group()
-    fmt.add_argument("--json", action="store_true", help="print one JSON document")
-    fmt.add_argument("--markdown", action="store_true", help="print Markdown (for a pull request or a wiki)")
+    add_format_options(p, ("text", "json", "markdown", "sarif"))
     add_config_options(p)
     p.set_defaults(func=cmd_analyze)
 
@@ -151,9 +162,7 @@ def add_parsers(sub) -> None:
                        "and a verdict")
     p.add_argument("runs", type=Path, nargs="+", help="run folders; the first is the baseline")
     _add_engine_options(p)
-    fmt = p.add_mutually_exclusive_group()
-    fmt.add_argument("--json", action="store_true", help="print one JSON document")
-    fmt.add_argument("--markdown", action="store_true", help="print Markdown (for a pull request or a wiki)")
+    add_format_options(p, ("text", "json", "markdown"), findings=False)
     add_config_options(p)
     p.set_defaults(func=cmd_compare, project=None)
 

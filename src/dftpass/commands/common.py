@@ -62,3 +62,18 @@ def load(args: argparse.Namespace):
     for failure in manager.failures:
         print(f"dftpass: warning: {failure}", file=sys.stderr)
     return config, manager
+
+
+def add_format_options(p: argparse.ArgumentParser, formats: tuple[str, ...], *, findings: bool = True) -> None:
+    """The one output convention: ``--format`` (the ones that make sense for the command),
+    ``--output FILE`` (what would be printed, written atomically), ``--exit-zero`` (exit 0
+    when the command ran, whatever it found). The older ``--json``/``--markdown`` still work."""
+    g = p.add_argument_group("output")
+    g.add_argument("--format", choices=formats, default=formats[0], help=f"what to print (default: {formats[0]})")
+    g.add_argument("--output", type=Path, metavar="FILE", help="write it to FILE instead of the terminal")
+    if findings:
+        g.add_argument("--exit-zero", action="store_true",
+                       help="exit 0 when the command ran, even when it found errors (usage errors still exit 2)")
+    for name in ("json", "markdown"):
+        if name in formats:
+            g.add_argument(f"--{name}", dest="format", action="store_const", const=name, help=argparse.SUPPRESS)
