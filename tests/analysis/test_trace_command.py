@@ -207,3 +207,12 @@ def test_one_output_convention_on_analyze_and_compare(traced, tmp_path, cli):
     assert cli("analyze", empty).code == 2  # no events: nothing was analysed
     crash = cli("trace", "--label", "crash", "--workspace", tmp_path / "ws", "--", PY, "-c", "import sys; sys.exit(3)")
     assert crash.code == 3
+
+
+def test_the_summary_says_the_diagnosis_once(traced, cli):
+    """The bottleneck, its causes and the overlap are shown once; ML-R24's findings, which
+    restate them, stay in JSON/SARIF and are not printed a second and third time."""
+    out = cli("analyze", traced).out
+    assert out.count("bottleneck: ") == 1
+    assert "warning: ML-R24" not in out
+    assert any(f["rule"] == "ML-R24" for f in json.loads(cli("analyze", traced, "--format", "json").out)["findings"])

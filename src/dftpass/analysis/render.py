@@ -135,8 +135,14 @@ def _cause_lines(a: dict, code: str = "") -> list[str]:
     return out
 
 
-def _findings_lines(a: dict) -> list[str]:
-    findings = [f for f in a["findings"] if f["severity"] != "info"]
+#: the rule whose findings restate the diagnosis (bottleneck, causes, overlap): the summary
+#: shows those lines once, above; JSON, Markdown and SARIF keep the findings
+DIAGNOSIS_RULE = "ML-R24"
+
+
+def _findings_lines(a: dict, diagnosis_shown: bool = False) -> list[str]:
+    findings = [f for f in a["findings"] if f["severity"] != "info"
+                and not (diagnosis_shown and f["rule"] == DIAGNOSIS_RULE)]
     if not findings:
         return []
     lines = ["", "findings:"]
@@ -212,7 +218,7 @@ def text(a: dict, top: int = 12) -> str:
               f"I/O (POSIX/STDIO): read {human_bytes(io['read_bytes'])}{_bandwidth_text(io['read_bandwidth'])}, "
               f"wrote {human_bytes(io['write_bytes'])}, {_iops_text(io)}, "
               f"{io['metadata_ops']} metadata calls"]
-    lines += _findings_lines(a)
+    lines += _findings_lines(a, diagnosis_shown=True)
     if a["proposals"]:
         lines += ["", "proposals (app / system impact %, weighted), the first answers the top cause:"]
         for p in a["proposals"][:5]:
