@@ -289,3 +289,17 @@ def test_compare_markdown_marks_changes_with_words_not_emoji():
     text = compare_markdown(cmp)
     assert "-50.0% (better)" in text
     assert not any(ord(ch) > 0x2FFF for ch in text)  # no emoji (they need an emoji font)
+
+
+def test_the_repeats_line_says_which_repeat_the_breakdown_is_of():
+    """With an even number of repeats the median wall time lies between two repeats: the line
+    says the shown one's own wall time, so the header and the breakdown below do not disagree
+    silently."""
+    from dftpass.analysis.render import repeats_line
+
+    a = {"repeats": [{"repeat": 1, "wall_s": 4.0}, {"repeat": 2, "wall_s": 5.0}], "metrics": {"wall_s": 4.5},
+         "shown_repeat": 1}
+    assert repeats_line(a).endswith("show repeat 1 (wall 4.00 s, the lower of the two middle ones)")
+    a = {"repeats": [{"repeat": k, "wall_s": w} for k, w in ((1, 4.0), (2, 5.0), (3, 6.0))],
+         "metrics": {"wall_s": 5.0}, "shown_repeat": 2}
+    assert repeats_line(a).endswith("show repeat 2 (the median one)")

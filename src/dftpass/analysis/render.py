@@ -91,8 +91,12 @@ def repeats_line(a: dict) -> str:
     if len(reps) < 2 or not walls or median is None:
         return ""
     shown = a.get("shown_repeat", reps[0]["repeat"])
+    shown_wall = next((r["wall_s"] for r in reps if r["repeat"] == shown), None)
+    # with an even number of repeats the median lies between two: the one shown is the lower
+    which = "the median one" if shown_wall is None or abs(shown_wall - median) < 5e-3 else \
+        f"wall {shown_wall:.2f} s, the lower of the two middle ones"
     return (f"{len(reps)} repeats: median wall {median:.2f} s (from {min(walls):.2f} to {max(walls):.2f} s); "
-            f"the tables show repeat {shown}, the median one")
+            f"the tables and the breakdown of the wall time show repeat {shown} ({which})")
 
 
 #: the columns of the per-phase table: (header, key, format)
