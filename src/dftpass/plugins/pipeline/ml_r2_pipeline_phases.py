@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dftpass.api import (
     calls_at, Case, evaluated_by_callers, evaluates, function_region, has_region, InsertAfter, InsertBefore,
-    is_node, is_optimizer_step, Pass, PassKind, sibling, split_of, trains,
+    is_model_call, is_node, is_optimizer_step, NO_GRAD, Pass, PassKind, sibling, split_of, trains, WrapStmt,
 )
 
 PHASES = ("pipeline.train", "pipeline.evaluate", "pipeline.test")
@@ -28,7 +28,9 @@ class PipelinePhases(Pass):
         ``ai.pipeline.train.start()`` before and ``.stop()`` after it. When two candidates
         of one phase call each other, only the outer one is marked. A function or script
         with no batch loop whose loop calls an optimizer step itself (full-batch training:
-        ``for i in range(steps): optimizer.step(closure)`` with LBFGS) is a *train* phase too.
+        ``for i in range(steps): optimizer.step(closure)`` with LBFGS) is a *train* phase too,
+        and a ``with torch.no_grad():`` block directly in that loop that calls the model (the
+        prediction after each step) gets ``with ai.pipeline.evaluate:`` around it.
 
     Why:
         Phase events split the timeline into training and evaluation, so time can be
@@ -62,6 +64,23 @@ class PipelinePhases(Pass):
         "    return total\n",
     ]
     INVALID = [
+        Case(
+            # a script that trains on the whole data set (pytorch/examples' time_sequence_prediction):
+            # the step loop is the train phase, the prediction after each step under no_grad the
+            # evaluate phase
+            "import torch\nimport torch.nn as nn\n\n\nclass Seq(nn.Module):\n    def forward(self, x):\n"
+            "        return x\n\n\nseq = Seq()\nx = torch.zeros(3)\noptimizer = torch.optim.LBFGS(seq.parameters())\n"
+            "for i in range(3):\n    def closure():\n        optimizer.zero_grad()\n        loss = seq(x).sum()\n"
+            "        loss.backward()\n        return loss\n    optimizer.step(closure)\n    with torch.no_grad():\n"
+            "        pred = seq(x)\n        print(pred.sum().item())\n",
+            "from dftracer.python import ai\nimport torch\nimport torch.nn as nn\n\n\nclass Seq(nn.Module):\n"
+            "    def forward(self, x):\n        return x\n\n\nseq = Seq()\nx = torch.zeros(3)\n"
+            "optimizer = torch.optim.LBFGS(seq.parameters())\nai.pipeline.train.start()\nfor i in range(3):\n"
+            "    def closure():\n        optimizer.zero_grad()\n        loss = seq(x).sum()\n        loss.backward()\n"
+            "        return loss\n    optimizer.step(closure)\n    with ai.pipeline.evaluate:\n"
+            "        with torch.no_grad():\n            pred = seq(x)\n            print(pred.sum().item())\n"
+            "ai.pipeline.train.stop()\n",
+        ),
         Case(
             # full-batch training (LBFGS on the whole data set): no loop fetches batches, the
             # loop that calls the optimizer step is the training
@@ -133,6 +152,7 @@ class PipelinePhases(Pass):
                 candidates[function_id] = found
         for function_id, loop_index in full_batch_steps(graph, loops):
             fs, fn = graph.functions[function_id]
+            self._predictions(ctx, graph, loops, function_id, loop_index)
             if fn.is_module:
                 self._module_level(ctx, fs, fn, [loops.facts[(function_id, loop_index)]], "pipeline.train",
                                    "a loop that runs the optimizer step (full-batch training)")
@@ -150,6 +170,26 @@ class PipelinePhases(Pass):
                 continue
             names = ctx.names(fs.relpath)
             ctx.add_edit(fs.relpath, function_region(names, fn, phase, self.id, f"{phase.split('.')[1]} phase: {why}"))
+
+    def _predictions(self, ctx, graph, loops, function_id: str, loop_index: int) -> None:
+        """In a full-batch training loop, a ``with torch.no_grad():`` block directly in the
+        loop's body that calls the model is the evaluation of that step (time_sequence_prediction's
+        prediction after each LBFGS step): ``with ai.pipeline.evaluate:`` around it."""
+        fs, fn = graph.functions[function_id]
+        body = loops.facts[(function_id, loop_index)].loop.stmt
+        for call in fn.calls:
+            if call.stmt_kind != "with" or call.stmt[:-1] != body or call.stmt[-1][0] != "body" \
+                    or call.callee.rsplit(".", 1)[-1] not in NO_GRAD:
+                continue
+            block = call.stmt
+            inside = [i for i, c in enumerate(fn.calls) if c.stmt[:len(block)] == block and c.stmt != block]
+            if not any(is_model_call(graph, function_id, i) for i in inside):
+                continue
+            if any(is_node(fs, w, "pipeline.evaluate") for w in call.withs):
+                continue
+            ctx.add_edit(fs.relpath, WrapStmt(self.id, call.line, "evaluate phase: the model run without "
+                                              "gradients after each step of full-batch training", block,
+                                              ctx.names(fs.relpath).node("pipeline.evaluate")))
 
     def _module_level(self, ctx, fs, fn, batch, phase: str, why: str) -> None:
         """A script's batch loop at module level: ``start()`` before it, ``stop()`` after it
