@@ -5,8 +5,6 @@ HTML) and ``timeline.intervals`` (the picture's merged intervals)."""
 from __future__ import annotations
 
 import base64
-import contextlib
-import io
 import json
 import re
 import struct
@@ -30,25 +28,8 @@ def png_size(data: bytes) -> tuple[int, int]:
 
 
 @pytest.fixture(scope="module")
-def workspace(tiny_program, tmp_path_factory):
-    """Two real runs, ``baseline`` (2 fork workers) and ``opt1`` (3, applying IO-L1-num-workers),
-    then one ``dftpass report``; returns (workspace, what report said on stderr)."""
-    pytest.importorskip("matplotlib", reason="the report's timeline picture needs matplotlib")
-    from dftpass.cli import main
-
-    ws = tmp_path_factory.mktemp("ws")
-    home = tmp_path_factory.mktemp("home")
-    with pytest.MonkeyPatch.context() as mp:  # the isolated_config of tests/conftest.py, module-wide
-        mp.setenv("DFTPASS_SITE_CONFIG", str(home / "no-site-config.yaml"))
-        mp.setenv("XDG_CONFIG_HOME", str(home / "config"))
-        assert main(["trace", "--label", "baseline", "--workspace", str(ws), "--cwd", str(tiny_program),
-                     "--", PY, "tiny.py", "2"]) == 0
-        assert main(["trace", "--label", "opt1", "--workspace", str(ws), "--cwd", str(tiny_program),
-                     "--applies", "IO-L1-num-workers", "--", PY, "tiny.py", "3"]) == 0
-        err = io.StringIO()
-        with contextlib.redirect_stderr(err):
-            assert main(["report", str(ws)]) == 0
-    return ws, err.getvalue()
+def workspace(report_workspace):
+    return report_workspace
 
 
 def analysis_of(ws, label: str) -> dict:
@@ -80,6 +61,11 @@ def test_report_markdown_has_every_section(workspace):
         section = md[md.index(f"## Run `{label}`"):]
         assert f"overlap of loading and compute (whole run): {overlap['verdict']}" in section
         assert f"![timeline of {label}]({label}/timeline.png)" in section
+        assert f"![step time, wait for data per step and throughput of {label}]({label}/steps.png)" in section
+        # the pictures come first, under the headline figures, before the tables
+        assert section.index(f"({label}/steps.png)") < section.index("### Time by category")
+        assert section.index(f"({label}/timeline.png)") < section.index(f"({label}/steps.png)")
+    assert "![timelines of baseline and opt1 side by side](compare-timelines.png)" in comparison
     assert "Lessons of this workspace: `lessons.md`." in md
 
 
@@ -106,11 +92,14 @@ def test_html_is_self_contained(workspace):
     assert page.startswith("<!DOCTYPE html>") and f"<title>dftpass report: {ws.name}</title>" in page
     links = re.findall(r"""\b(src|href)\s*=\s*["']([^"']*)""", page, re.IGNORECASE)
     pictures = [link for link in links if link[0].lower() == "src"]
-    assert len(pictures) == 2, links  # the two pictures; the rest are links inside the page
+    # the runs side by side, then per run its timeline and its step plots; the rest are links inside the page
+    assert len(pictures) == 5, links
     assert all(target.startswith("#run-") for kind, target in links if kind.lower() == "href"), links
-    for label, (_, src) in zip(("baseline", "opt1"), pictures):
+    files = ["compare-timelines.png"] + [f"{label}/{name}" for label in ("baseline", "opt1")
+                                         for name in ("timeline.png", "steps.png")]
+    for name, (_, src) in zip(files, pictures):
         assert src.startswith("data:image/png;base64,")
-        assert base64.b64decode(src.split(",", 1)[1]) == (ws / label / "timeline.png").read_bytes()
+        assert base64.b64decode(src.split(",", 1)[1]) == (ws / name).read_bytes(), name
     for outside in ("<script", "<link", "@import", "url(", "http://", "https://"):
         assert outside not in page.lower()
     md_tables = re.findall(r"^\|[-:|]+\|$", (ws / "report.md").read_text(), re.MULTILINE)

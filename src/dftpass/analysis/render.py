@@ -234,7 +234,9 @@ def text(a: dict, top: int = 12) -> str:
     return "\n".join(lines)
 
 
-def markdown(a: dict) -> str:
+def markdown(a: dict, figures: list[tuple[str, str]] = ()) -> str:
+    """The run's section; ``figures`` ((alt text, source) of pictures) go right under its
+    headline figures, before the tables: the timeline is what a reader looks at first."""
     m = a["metrics"]
     out = [f"## Run `{a['label']}`", ""]
     if not a["events"]:
@@ -251,6 +253,8 @@ def markdown(a: dict) -> str:
     out += [f"- {line}" for line in accounting_lines(a.get("time_accounting"))]
     out += [f"- {line}" for line in _diagnosis_lines(a)]
     out += [f"- {_overlap_line(a['overlap'])}"]
+    for alt, src in figures:
+        out += ["", f"![{cell(alt)}]({src})"]
     phases = _phases(a)
     if phases:
         out += ["", "### Phases", "", "| " + " | ".join(h for h, _, _ in PHASE_COLUMNS) + " |",

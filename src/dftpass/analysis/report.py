@@ -1,10 +1,13 @@
 """``dftpass report WORKSPACE``: report.md and a self-contained report.html for every run.
 
 Sections: the runs (what ran, where, how often), the comparison against the baseline (the
-run labelled ``baseline``, else the first made), then per run its summary, categories, the
-overlap with a timeline picture, findings and diagnosis, proposals and checklist; the
-patches of the workspace last. The Markdown references ``<label>/timeline.png``; the HTML
-page embeds the pictures, so it can be mailed as one file.
+run labelled ``baseline``, else the first made) with the two runs' timelines side by side,
+then per run its headline figures, its pictures (the timeline: phases and waits, compute and
+loading per process; the step plots: step-time distribution, wait for data per step,
+throughput over time), then the tables, findings and diagnosis, proposals and checklist; the
+patches of the workspace last. The Markdown references ``<label>/timeline.png``,
+``<label>/steps.png`` and ``compare-timelines.png``; the HTML page embeds the pictures, so it
+can be mailed as one file.
 """
 
 from __future__ import annotations
@@ -17,7 +20,9 @@ from dftpass.analysis import lessons, render
 from dftpass.analysis.compare import compare
 from dftpass.analysis.html import to_html
 from dftpass.analysis.run import load_or_analyze
-from dftpass.analysis.timeline import plot_png
+from dftpass.analysis import timeline
+from dftpass.analysis.stepplots import step_plots_png
+from dftpass.analysis.steps import StepCollector
 from dftpass.core.writer import atomic_write
 from dftpass.runs.layout import LayoutError, RunDir, runs_in
 
@@ -55,6 +60,48 @@ def _optimize_doc(workspace: Path) -> dict | None:
         return None
 
 
+#: the picture of the compared runs' timelines, in the workspace
+COMPARE_PICTURE = "compare-timelines.png"
+
+
+def _pictures(workspace: Path, runs: list[RunDir], analyses: list[dict]) -> dict[str, dict]:
+    """Per run label: its timeline (kept for the side-by-side picture) and its figures
+    ((file name, alt text, PNG bytes): the timeline, then the step plots), each also written
+    into the run's folder. One read of the shown repeat's traces makes both."""
+    pictures: dict[str, dict] = {}
+    for run, analysis in zip(runs, analyses):
+        shown = analysis.get("shown_repeat") or run.record()["repeats"][0]["repeat"]
+        collector = StepCollector()
+        tl = timeline.read(run.trace_dirs(shown), on_event=collector.add)
+        if tl is None:
+            continue
+        figures = [("timeline.png", "timeline", timeline.figure_png(
+            tl, f"{run.label} (repeat {shown}): phases and the loop's waits; compute and data loading per process"))]
+        series = collector.series()
+        steps = step_plots_png(series, f"{run.label} (repeat {shown}): the steps of pid {series.pid}, the training "
+                                       "process that waited for the most batches")
+        if steps:
+            figures.append(("steps.png", "step time, wait for data per step and throughput", steps))
+        for name, _, png in figures:
+            atomic_write(run.path / name, png, workspace)
+        pictures[run.label] = {"timeline": tl, "figures": figures}
+    return pictures
+
+
+def _side_by_side(workspace: Path, pictures: dict[str, dict]) -> tuple[tuple[str, str], bytes] | None:
+    """The reference run's timeline beside the last run's (the comparison's first and last
+    columns), written to the workspace."""
+    labels = list(pictures)
+    if len(labels) < 2:
+        return None
+    first, last = labels[0], labels[-1]
+    png = timeline.side_by_side_png([(first, pictures[first]["timeline"]), (last, pictures[last]["timeline"])])
+    if png is None:
+        return None
+    atomic_write(workspace / COMPARE_PICTURE, png, workspace)
+    return (first, last), png
+
+
 def build(workspace: Path, setup, **options) -> tuple[Path, Path, int]:
     """``setup()``: (config, pass manager), for runs that need a fresh analysis."""
     """Write ``report.md`` and ``report.html``; returns their paths and the new lessons count."""
@@ -67,14 +114,8 @@ def build(workspace: Path, setup, **options) -> tuple[Path, Path, int]:
     comparison = compare(analyses).to_dict() if len(analyses) > 1 else None
     _fill_measured_impacts(analyses, comparison)
 
-    pictures: dict[str, bytes] = {}
-    for run, analysis in zip(runs, analyses):
-        shown = analysis.get("shown_repeat") or run.record()["repeats"][0]["repeat"]
-        png = plot_png(run.trace_dirs(shown), f"{run.label} (repeat {shown}): phases and the loop's waits; "
-                       "compute and data loading per process")
-        if png:
-            atomic_write(run.path / "timeline.png", png, workspace)
-            pictures[run.label] = png
+    pictures = _pictures(workspace, runs, analyses)
+    side_by_side = _side_by_side(workspace, pictures) if comparison else None
 
     def document(embed: bool) -> str:
         out = [f"# dftpass report: {workspace.name}", "",
@@ -96,14 +137,19 @@ def build(workspace: Path, setup, **options) -> tuple[Path, Path, int]:
         optimized = _optimize_doc(workspace)
         if optimized:
             out += ["", "## Optimization", "", render.optimize_markdown(optimized)]
+        def src(name: str, png: bytes) -> str:
+            return ("data:image/png;base64," + base64.b64encode(png).decode()) if embed else name
+
         if comparison:
-            out += ["", "## Comparison", "", render.compare_markdown(comparison)]
+            out += ["", "## Comparison", ""]
+            if side_by_side:
+                (first, last), png = side_by_side
+                out += [f"![timelines of {first} and {last} side by side]({src(COMPARE_PICTURE, png)})", ""]
+            out += [render.compare_markdown(comparison)]
         for run, a in zip(runs, analyses):
-            out += ["", render.markdown(a)]
-            if run.label in pictures:
-                src = ("data:image/png;base64," + base64.b64encode(pictures[run.label]).decode()) if embed \
-                    else f"{run.label}/timeline.png"
-                out += ["", f"![timeline of {run.label}]({src})"]
+            figures = [(f"{alt} of {run.label}", src(f"{run.label}/{name}", png))
+                       for name, alt, png in pictures.get(run.label, {}).get("figures", [])]
+            out += ["", render.markdown(a, figures)]
         patches = sorted((workspace / "patches").glob("*.patch")) if (workspace / "patches").is_dir() else []
         if patches:
             out += ["", "## Patches", ""] + [f"- `patches/{p.name}`" for p in patches]
