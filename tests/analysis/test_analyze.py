@@ -112,7 +112,12 @@ def test_no_workers_is_no_overlap_and_the_cause_is_linked_to_its_line(cli, annot
     assert t["root"] and t["inside_root_s"] > 0
     assert t["inside_root_s"] + t["traced_outside_root_s"] + t["untraced_s"] == pytest.approx(t["wall_s"])
     assert t["untraced_before_s"] + t["untraced_after_s"] == pytest.approx(t["untraced_s"], abs=0.05)
-    assert "nested events of a category counted once" in text and "wall " in text and "inside the root" in text
+    assert "wall " in text and "inside the root" in text
+    # the tables by category, event and process are behind -v: the summary fits a screen
+    assert "nested events of a category counted once" not in text and "(-v adds the time by category" in text
+    verbose = cli("analyze", tmp_path / "w0", "-v").out
+    assert "nested events of a category counted once" in verbose and "-v adds" not in verbose
+    assert len(text.splitlines()) <= 30 < len(verbose.splitlines())
 
 
 def test_a_bare_folder_of_traces_and_bad_files_are_analysed_with_messages(cli, tmp_path):

@@ -106,3 +106,29 @@ def test_a_bare_folder_of_traces_is_cached_in_the_users_cache_directory(tmp_path
     assert {e.stat().st_mode & 0o777 for e in entries} == {0o644}
     assert second.primary.analysis.summary.events == first.primary.analysis.summary.events
     assert second.primary.analysis.overlap == first.primary.analysis.overlap
+
+
+class Recorder:
+    """A progress bar's side of the contract: ``start(total)``, a call per file, ``close()``."""
+
+    def __init__(self) -> None:
+        self.totals, self.items, self.closed = [], [], 0
+
+    def start(self, total: int) -> None:
+        self.totals.append(total)
+
+    def __call__(self, item: str = "") -> None:
+        self.items.append(item)
+
+    def close(self) -> None:
+        self.closed += 1
+
+
+def test_progress_counts_the_files_read_and_not_those_served_from_the_cache(tmp_path):
+    traces = copy_traces(tmp_path)
+    names = sorted(p.name for p in traces.iterdir())
+    first, second = Recorder(), Recorder()
+    analyze([traces], cache=TraceCache(tmp_path / "cache"), progress=first)
+    assert first.totals == [len(names)] and sorted(first.items) == names and first.closed == 1
+    analyze([traces], cache=TraceCache(tmp_path / "cache"), progress=second)
+    assert second.totals == [0] and second.items == []  # nothing read: no bar

@@ -32,12 +32,14 @@ class EngineError(UserError):
 
 
 def analyze_traces(paths: Iterable[str | Path], engine: str = "local", jobs: int = 1,
-                   scheduler: str | None = None, width_s: float | None = None, cache=None) -> Analysis:
+                   scheduler: str | None = None, width_s: float | None = None, cache=None,
+                   progress=None) -> Analysis:
     """``cache``: a :class:`~dftpass.traces.cache.TraceCache` (the local engine only: Dask
-    workers need not see this machine's workspace)."""
+    workers need not see this machine's workspace); ``progress``: told of each file read
+    (the local engine)."""
     paths = [str(p) for p in paths]
     if engine == "local":
-        return analyze(paths, jobs=jobs, width_s=width_s, cache=cache)
+        return analyze(paths, jobs=jobs, width_s=width_s, cache=cache, progress=progress)
     if engine == "dask":
         return _dask(paths, jobs, scheduler, width_s)
     raise EngineError(f"unknown engine {engine!r} (choose from {', '.join(ENGINES)})")

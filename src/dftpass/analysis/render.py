@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import re
 
+from dftpass.core.console import Col, table
+
 
 def human_bytes(n: float | None) -> str:
     if n is None:
@@ -78,9 +80,12 @@ def _overlap_line(o: dict | None) -> str:
     if not o:
         return "overlap: not computed"
     stall = o.get("fetch_stall_share")
-    stall_text = f"; the batch loop waited for data {pct(stall)} of its time" if stall is not None else ""
+    # the verdict's reason may already say it (a stall verdict is about the wait)
+    said = "waits for data" in (o.get("reason") or "")
+    stall_text = f"; the batch loop waited for data {pct(stall)} of its time" if stall is not None and not said else ""
+    workers = plural(o["loading_workers"], "worker process", "worker processes")
     return (f"overlap of loading and compute (whole run): {o['verdict']} ({o['reason']}){stall_text}; "
-            f"{o['loading_workers']} worker processes with loading events")
+            f"{workers} with loading events")
 
 
 def repeats_line(a: dict) -> str:
@@ -171,7 +176,31 @@ def _resource_lines(a: dict) -> list[str]:
     return out
 
 
-def text(a: dict, top: int = 12) -> str:
+def _detail_tables(a: dict, top: int) -> list[str]:
+    """The tables behind ``-v``: time by category, the top events, the processes."""
+    lines = [""] + table(["category", Col("events", True), Col("time s", True), Col("sum s*", True)],
+                         [[c["cat"], c["count"], f"{c['total_s']:.3f}", f"{c.get('sum_s', c['total_s']):.3f}"]
+                          for c in a["categories"]])
+    lines += ["  time: nested events of a category counted once, added over processes; "
+              "* sum: every event's duration added up"]
+    lines += [""] + table([Col("event", max_width=40), Col("count", True), Col("sum s", True), Col("mean ms", True),
+                           Col("p99 ms", True)],
+                          [[f"{r['cat']}/{r['name']}", r["count"], f"{r['total_s']:.3f}", f"{1e3 * r['mean_s']:.2f}",
+                            f"{1e3 * r['p99_s']:.2f}"] for r in a["top"][:top]])
+    procs = a.get("process_table", [])
+    if procs:
+        lines += [""] + table(["process", "role", Col("events", True), Col("in events s", True), Col("span s", True),
+                               Col("bytes", True)],
+                              [[f"pid {p['pid']}", p["role"] or "-", p["events"], f"{p['busy_s']:.3f}",
+                                f"{p['span_s']:.3f}", human_bytes(p["bytes"])] for p in procs[:8]])
+        if len(procs) > 8:
+            lines.append(f"  ... {len(procs) - 8} more processes (--format json lists all)")
+    return lines
+
+
+def text(a: dict, top: int = 12, verbose: bool = False) -> str:
+    """The one-screen summary; ``verbose`` (``-v``) adds the tables by category, event and
+    process."""
     m = a["metrics"]
     wall = m.get("wall_s")
     reps = len(a["repeats"])
@@ -190,33 +219,12 @@ def text(a: dict, top: int = 12) -> str:
     lines += ["", *_diagnosis_lines(a)]
     phases = _phases(a)
     if phases:
-        widths = [max(len(h), 9) for h, _, _ in PHASE_COLUMNS[:-1]]
-        lines += ["", "  " + "".join(f"{h:>{w + 1}}" if i else f"{h:<{w}}"
-                                     for i, ((h, _, _), w) in enumerate(zip(PHASE_COLUMNS[:-1], widths))) + "  verdict"]
-        for p in phases:
-            cells = _phase_cells(p)
-            lines.append("  " + "".join(f"{c:>{w + 1}}" if i else f"{c:<{w}}"
-                                        for i, (c, w) in enumerate(zip(cells[:-1], widths))) + f"  {cells[-1]}")
+        lines += [""] + table([Col(h, right=0 < i < len(PHASE_COLUMNS) - 1) for i, (h, _, _) in enumerate(PHASE_COLUMNS)],
+                              [_phase_cells(p) for p in phases])
     if a.get("causes"):
         lines += [""] + [f"  {line}" for line in _cause_lines(a)]
-    lines += ["", f"  {'category':<12}{'events':>9}{'time s':>10}{'sum s*':>10}"]
-    for c in a["categories"]:
-        lines.append(f"  {c['cat']:<12}{c['count']:>9}{c['total_s']:>10.3f}{c.get('sum_s', c['total_s']):>10.3f}")
-    lines += ["  time: nested events of a category counted once, added over processes; "
-              "* sum: every event's duration added up"]
-    lines += ["", f"  {'event':<30}{'count':>8}{'sum s':>10}{'mean ms':>10}{'p99 ms':>10}"]
-    for r in a["top"][:top]:
-        name = f"{r['cat']}/{r['name']}"
-        lines.append(f"  {name[:30]:<30}{r['count']:>8}{r['total_s']:>10.3f}{1e3 * r['mean_s']:>10.2f}"
-                     f"{1e3 * r['p99_s']:>10.2f}")
-    procs = a.get("process_table", [])
-    if procs:
-        lines += ["", f"  {'process':<22}{'role':<8}{'events':>8}{'in events s':>13}{'span s':>9}{'bytes':>11}"]
-        for p in procs[:8]:
-            lines.append(f"  {'pid ' + str(p['pid']):<22}{p['role'] or '-':<8}{p['events']:>8}{p['busy_s']:>13.3f}"
-                         f"{p['span_s']:>9.3f}{human_bytes(p['bytes']):>11}")
-        if len(procs) > 8:
-            lines.append(f"  ... {len(procs) - 8} more processes (--json lists all)")
+    if verbose:
+        lines += _detail_tables(a, top)
     io = a["io"]
     lines += ["", _overlap_line(a["overlap"]),
               f"I/O (POSIX/STDIO): read {human_bytes(io['read_bytes'])}{_bandwidth_text(io['read_bandwidth'])}, "
@@ -231,6 +239,8 @@ def text(a: dict, top: int = 12) -> str:
             if p.get("estimate", {}).get("formula"):
                 lines.append(f"      estimate: {p['estimate']['formula']} -> {p['estimate'].get('app_pct', '')}")
     lines += _problem_lines(a)
+    if not verbose:
+        lines += ["", "(-v adds the time by category, the top events and the processes)"]
     return "\n".join(lines)
 
 
@@ -311,7 +321,6 @@ def markdown(a: dict, figures: list[tuple[str, str]] = ()) -> str:
 
 
 _MARK = {"improved": "+", "regressed": "-", "neutral": "=", "info": " "}
-_COLOR = {"improved": "\033[32m", "regressed": "\033[31m", "neutral": "", "info": ""}
 
 
 def fmt_value(value: float | None, unit: str) -> str:
@@ -326,29 +335,18 @@ def fmt_value(value: float | None, unit: str) -> str:
     return f"{value:,.1f} {unit}"
 
 
-def _cell(c: dict, unit: str, color: bool) -> str:
+def _cell(c: dict, unit: str) -> str:
     text = fmt_value(c["value"], unit)
     if c.get("change_pct") is None:
         return text
     mark = _MARK[c["cls"]] + ("~" if c.get("within_noise") else "")
-    text = f"{text} ({c['change_pct']:+.1f}% {mark})"
-    if color and _COLOR[c["cls"]]:
-        return f"{_COLOR[c['cls']]}{text}\033[0m"
-    return text
+    return f"{text} ({c['change_pct']:+.1f}% {mark})"
 
 
-def compare_text(cmp: dict, color: bool = False) -> str:
-    labels = cmp["labels"]
-    width = 34
-    head = f"{'metric':<22}" + "".join(f"{label[:width]:<{width}}" for label in labels)
-    lines = [head, "-" * len(head)]
-    for row in cmp["rows"]:
-        cells = []
-        for c in row["cells"]:
-            plain = _cell(c, row["unit"], False)
-            shown = _cell(c, row["unit"], color)
-            cells.append(shown + " " * max(0, width - len(plain)))
-        lines.append(f"{row['metric']:<22}" + "".join(cells))
+def compare_text(cmp: dict) -> str:
+    """The comparison's table and verdicts (coloured on a terminal by :func:`core.console.emit`)."""
+    lines = table([Col("metric", max_width=24)] + [Col(label, max_width=34) for label in cmp["labels"]],
+                  [[row["metric"]] + [_cell(c, row["unit"]) for c in row["cells"]] for row in cmp["rows"]], indent=0)
     lines += ["", f"+ improved, - regressed (beyond ±{cmp['threshold_pct']:.0f}% in the metric's direction), "
                   "= neutral, ~ within the spread between repeats"]
     lines += [""] + cmp["verdicts"]

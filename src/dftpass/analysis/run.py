@@ -155,7 +155,8 @@ def source_project(run: RunDir | TraceDir, override: Path | None) -> Path | None
 
 def analyze_path(path: Path, config: Config, manager: PassManager, *, project: Path | None = None,
                  engine: str = "local", jobs: int | None = None, scheduler: str | None = None,
-                 width_s: float | None = None, cache: bool = True, phase: str | None = None) -> AnalyzeResult:
+                 width_s: float | None = None, cache: bool = True, phase: str | None = None,
+                 progress=None) -> AnalyzeResult:
     jobs = jobs or config.get("run.jobs") or 1
     run = open_run(path)
     root = source_project(run, project)
@@ -166,7 +167,7 @@ def analyze_path(path: Path, config: Config, manager: PassManager, *, project: P
         proj = Project(root=Path(path).resolve(), files={})
     ctx = RunContext(config, proj, manager, "analyze", run=run,
                      trace_options={"engine": engine, "jobs": jobs, "scheduler": scheduler, "width_s": width_s,
-                                    "cache": cache, "phase": phase})
+                                    "cache": cache, "phase": phase, "progress": progress})
     pipeline = manager.order(manager.selected_rules(kinds=(PassKind.RUNTIME,)))
     manager.run(ctx, pipeline)
     traces = ctx.analysis("traces")

@@ -12,6 +12,7 @@ import json
 import sys
 from pathlib import Path
 
+from dftpass.core.console import Progress, emit
 from dftpass.core.errors import EXIT_FINDINGS, EXIT_OK, EXIT_USAGE
 from dftpass.commands.common import UsageError, add_config_options, add_format_options, load
 
@@ -35,7 +36,7 @@ def cmd_analyze(args: argparse.Namespace) -> int:
     elif args.format == "sarif":
         print(_sarif(data, manager))
     else:
-        print(render.text(data))
+        emit(render.text(data, verbose=args.verbose > 0))
         if saved:
             print(f"\n(analysis saved to {saved})", file=sys.stderr)
     if not data["events"] and not data.get("baseline"):
@@ -47,7 +48,8 @@ def _engine_options(args) -> dict:
     """The options of an analysis (``jobs``: None takes ``run.jobs`` of the configuration)."""
     return {"project": getattr(args, "project", None), "engine": args.engine,
             "jobs": args.jobs, "scheduler": args.scheduler, "width_s": args.bucket_width,
-            "cache": not getattr(args, "no_cache", False), "phase": getattr(args, "phase", None)}
+            "cache": not getattr(args, "no_cache", False), "phase": getattr(args, "phase", None),
+            "progress": Progress("reading traces")}  # a bar on a terminal, for many files
 
 
 def _sarif(data: dict, manager) -> str:
@@ -82,7 +84,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
     elif args.format == "markdown":
         print(render.compare_markdown(result))
     else:
-        print(render.compare_text(result, color=sys.stdout.isatty()))
+        emit(render.compare_text(result))
     return 0
 
 

@@ -13,7 +13,7 @@ from dftpass import __version__
 from dftpass.commands.common import load
 from dftpass.core.findings import Severity, render_json, render_sarif, render_text
 from dftpass.core.manager import natural_key
-from dftpass.core.progress import Progress
+from dftpass.core.console import Col, Progress, emit, table
 from dftpass.core.writer import write_copy, write_in_place
 
 if TYPE_CHECKING:  # libcst is imported when a command annotates, not to build the parser
@@ -41,12 +41,11 @@ def _annotate(args: argparse.Namespace, mode: str):
 
 def print_timings(result: AnnotateResult) -> None:
     total = sum(t.seconds for t in result.timings)
+    rows = [[t.pass_id, f"{t.seconds * 1000:.1f}", f"{100 * t.seconds / total if total else 0:.1f}%",
+             "" if t.status == "ran" else t.status] for t in result.timings]
+    rows.append(["total", f"{total * 1000:.1f}", "", ""])
     print("pass timings:", file=sys.stderr)
-    for t in result.timings:
-        share = 100 * t.seconds / total if total else 0
-        status = "" if t.status == "ran" else f"  ({t.status})"
-        print(f"  {t.pass_id:<32} {t.seconds * 1000:9.1f} ms {share:5.1f}%{status}", file=sys.stderr)
-    print(f"  {'total':<32} {total * 1000:9.1f} ms", file=sys.stderr)
+    print("\n".join(table(["pass", Col("ms", True), Col("share", True), "status"], rows)), file=sys.stderr)
 
 
 def _findings_out(args: argparse.Namespace, result: AnnotateResult, manager) -> None:
@@ -59,7 +58,7 @@ def _findings_out(args: argparse.Namespace, result: AnnotateResult, manager) -> 
     elif result.findings:
         shown = _shown(args, result)
         if shown:
-            print(render_text(shown))
+            emit(render_text(shown))
         hidden = len(result.findings) - len(shown)
         if hidden:
             print(f"({plural(hidden, 'note')} not shown; -v shows them)", file=sys.stderr)

@@ -6,6 +6,7 @@ import argparse
 import json
 
 from dftpass.commands.common import UsageError, load
+from dftpass.core.console import emit, table
 from dftpass.core.context import RunContext
 from dftpass.core.passes import PassKind
 from dftpass.core.project import Project
@@ -26,10 +27,9 @@ def cmd_rules(args: argparse.Namespace) -> int:
     if args.markdown:
         print(catalogue_markdown(manager))
         return 0
-    for r in rows:
-        state = "on " if r["enabled"] else "off"
-        gate = f" [{', '.join(r['frameworks'])}]" if r["frameworks"] else ""
-        print(f"{r['id']:<8} {state} {r['kind']:<9} {r['title']}{gate}")
+    emit("\n".join(table(["rule", "on", "kind", "title", "frameworks"],
+                          [[r["id"], "on" if r["enabled"] else "off", r["kind"], r["title"],
+                            f"[{', '.join(r['frameworks'])}]" if r["frameworks"] else ""] for r in rows], indent=0)))
     return 0
 
 

@@ -26,7 +26,7 @@ from dftpass.core.edits import Edit, EditSet
 from dftpass.core.emitter import plans_dynamo_backend, uses_dynamo_backend
 from dftpass.core.findings import Finding, Severity
 from dftpass.core.manager import PassManager, call_hook, natural_key
-from dftpass.core.progress import Progress
+from dftpass.core.console import Progress
 from dftpass.core.provenance import record
 from dftpass.core.project import TOOL, Project, pool_context
 

@@ -49,11 +49,13 @@ def summarize(paths: Iterable[str | Path], jobs: int = 1) -> Summary:
 
 
 def analyze(paths: Iterable[str | Path], jobs: int = 1, width_s: float | None = None,
-            overlap: bool = True, cache: TraceCache | None = None) -> Analysis:
+            overlap: bool = True, cache: TraceCache | None = None, progress=None) -> Analysis:
     """Summary and (unless ``overlap=False``) overlap of the trace files in ``paths``.
     ``width_s`` overrides the bucket width of the overlap (default: the shorter class's
     median event). With a ``cache`` (:mod:`~dftpass.traces.cache`), files read before and
-    unchanged since are not read again, nor is pass 2 redone for the same files and width."""
+    unchanged since are not read again, nor is pass 2 redone for the same files and width.
+    ``progress`` (``start(total)``, a call per file read, ``close()``: the command's progress
+    bar) is told of every file pass 1 reads."""
     found: list = []  # problems of the search: links to nowhere, FIFOs, folders that cannot be listed
     files = sorted(trace_files(paths, found), key=_size, reverse=True)  # biggest first: even load
     keys = {str(f): file_key(f) for f in files} if cache is not None else {}
@@ -72,13 +74,19 @@ def analyze(paths: Iterable[str | Path], jobs: int = 1, width_s: float | None = 
                 continue
             target = (cache.new_spill(key) if key and cache is not None else None) or os.path.join(tmp, f"{i}.spill")
             tasks.append((str(f), target if overlap else None))
+        if progress is not None:
+            progress.start(len(tasks))
         for path, spill, part in _map(_pass1, tasks, jobs):
+            if progress is not None:
+                progress(os.path.basename(path))
             key = keys.get(path)
             if key and cache is not None:
                 spill = cache.store_file(key, part, spill)
             summary.merge(part)
             if spill:
                 spills[path] = spill
+        if progress is not None:
+            progress.close()
         if not overlap:
             return Analysis(summary, None)
         width = round(width_s * 1e9) if width_s else default_width_ns(summary)

@@ -50,10 +50,11 @@ class RunAnalysis:
 
 
 def analyze_run(run, engine: str = "local", jobs: int = 1, scheduler: str | None = None,
-                width_s: float | None = None, cache: bool = True) -> RunAnalysis:
+                width_s: float | None = None, cache: bool = True, progress=None) -> RunAnalysis:
     """Every repeat of ``run`` read and summarized; a run of a workspace keeps what it read in
     ``<workspace>/.dftpass-cache``, a bare folder of traces in the user's cache directory
-    (``cache=False``: neither read nor written)."""
+    (``cache=False``: neither read nor written). ``progress`` (``start(total)``, one call per
+    file read, ``close()``) is told about the files read."""
     # imported here: numpy and msgspec are not needed by the annotation commands
     from dftpass.analysis.engine import analyze_traces
     from dftpass.analysis.metrics import run_metrics
@@ -75,7 +76,8 @@ def analyze_run(run, engine: str = "local", jobs: int = 1, scheduler: str | None
     for rep in record["repeats"]:
         k = rep["repeat"]
         start = time.perf_counter()
-        analysis = analyze_traces(run.trace_dirs(k), engine, jobs, scheduler, width_s, cache=store)
+        analysis = analyze_traces(run.trace_dirs(k), engine, jobs, scheduler, width_s, cache=store,
+                                  progress=progress)
         log.info("traces read", label=run.label, repeat=k, engine=engine, files=len(analysis.summary.files),
                  events=analysis.summary.events, problems=len(analysis.summary.problems),
                  seconds=round(time.perf_counter() - start, 3),
@@ -99,4 +101,4 @@ class TracesAnalysis(Pass):
             raise RuntimeError("the traces analysis needs a run (dftpass analyze RUN)")
         opts = ctx.trace_options
         return analyze_run(ctx.run, opts.get("engine", "local"), opts.get("jobs", 1), opts.get("scheduler"),
-                           opts.get("width_s"), opts.get("cache", True))
+                           opts.get("width_s"), opts.get("cache", True), opts.get("progress"))
