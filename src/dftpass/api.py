@@ -57,7 +57,8 @@ from dftpass.plugins.knowledge import (
     NO_GRAD, CheckpointPlan, DATASET_BASES, HANDLE_NAME, LOSS_NAME, MODEL_FACTORIES, MODEL_NAME, OPENERS, Handles, built_by_factory,
     call_chain, calls_at, data_path, dataset_sample_readers, does_io, evaluated_by_callers,
     evaluates, is_backward, is_compute_step, is_library_layer, is_model_call, is_optimizer, is_optimizer_step,
-    is_top_level_model, model_classes, per_sample_functions, run_inside, sample_readers, sibling, step_calls,
+    is_top_level_model, model_classes, per_sample_functions, run_by_loaders, run_inside, sample_readers, sibling,
+    step_calls,
     torch_name, trains, unwrappable,
 )
 
@@ -95,7 +96,8 @@ __all__ = [
     "PYTHON_BRIDGES", "built_by_factory", "call_chain", "calls_at", "data_path",
     "dataset_sample_readers", "does_io", "evaluated_by_callers", "evaluates", "is_backward", "is_compute_step",
     "is_library_layer", "is_model_call", "is_optimizer", "is_optimizer_step", "is_top_level_model",
-    "model_classes", "normalize_compiler", "per_sample_functions", "run_inside", "sample_readers", "sibling",
+    "model_classes", "normalize_compiler", "per_sample_functions", "run_by_loaders", "run_inside", "sample_readers",
+    "sibling",
     "step_calls", "torch_name", "trains", "unwrappable",
     # dftracer code
     "DFT_FN_MAGIC_NAMES", "FileNames", "emitter", "GENERIC_DECORATORS", "RULES_THAT_PLACE", "aliases", "image_size",

@@ -76,6 +76,9 @@ class CallSite(NamedTuple):
     in_main_guard: bool = False
     #: whether the call sits in a comprehension (it runs once per element)
     in_comprehension: bool = False
+    #: the positions of the arguments, and the names of the keywords, given a literal
+    #: ``None`` (their text is None, as a compound expression's is)
+    nones: tuple[int | str, ...] = ()
 
     @property
     def method(self) -> str:
@@ -147,7 +150,7 @@ class Assign(NamedTuple):
 
     target: str  # a name, or a dotted ``self.attr``
     #: dotted text of the value (calls end in "()"); a literal container or function is
-    #: ``<list>``, ``<tuple>``, ``<dict>``, ``<set>``, ``<lambda>``, ``<str>``, ``<number>``
+    #: ``<list>``, ``<tuple>``, ``<dict>``, ``<set>``, ``<lambda>``, ``<str>``, ``<number>``, ``<none>``
     value: str | None
     line: int
     stmt: StmtPath
@@ -201,7 +204,7 @@ class ClassSummary:
     bases: tuple[str, ...]
     decorators: tuple[str, ...] = ()
     methods: dict[str, str] = attrs.field(factory=dict)  # method name -> function qualname
-    #: ``self.attr = value`` anywhere in the class's methods: attr -> dotted values
+    #: ``self.attr = value`` anywhere in the class's methods but ``__del__``: attr -> dotted values
     attr_values: dict[str, tuple[str | None, ...]] = attrs.field(factory=dict)
 
 
@@ -497,7 +500,9 @@ class _Builder:
                 cs.methods[stmt.name] = q
                 self.bound.add(stmt.name)
                 fn = self.function(stmt, q, qualname, sub, stmt.body)
-                for a in fn.assigns:
+                # a destructor's ``self.x = None`` is teardown, not a value the object has
+                # while it is used (DLIO's readers clear their step and index there)
+                for a in (fn.assigns if stmt.name != "__del__" else ()):
                     if a.target.startswith("self."):
                         attr = a.target[5:]
                         cs.attr_values[attr] = cs.attr_values.get(attr, ()) + (a.value,)
@@ -609,6 +614,7 @@ class _FunctionWalker:
                         assigned_to=assigned,
                         in_main_guard=guard,
                         in_comprehension=repeated,
+                        nones=_none_arguments(node),
                     ))
                     included = _exec_include(node)
                     if included:
@@ -723,8 +729,21 @@ def _has_break(body: list[ast.stmt]) -> bool:
     return False
 
 
+def _none_arguments(node: ast.Call) -> tuple[int | str, ...]:
+    """Where a call passes a literal ``None``: argument positions and keyword names."""
+    if not any(_is_none(a) for a in (*node.args, *(k.value for k in node.keywords))):
+        return ()  # the common case: no tuple built
+    return (*(i for i, a in enumerate(node.args) if _is_none(a)),
+            *(k.arg for k in node.keywords if k.arg and _is_none(k.value)))
+
+
+def _is_none(node: ast.AST) -> bool:
+    return isinstance(node, ast.Constant) and node.value is None
+
+
 def _literal_kind(node: ast.AST | None) -> str | None:
-    """``<list>``, ``<dict>``... for a literal container, ``<lambda>``, ``<str>``, ``<number>``."""
+    """``<list>``, ``<dict>``... for a literal container, ``<lambda>``, ``<str>``, ``<number>``,
+    ``<none>``."""
     kinds = {ast.List: "<list>", ast.ListComp: "<list>", ast.Tuple: "<tuple>", ast.Dict: "<dict>",
              ast.DictComp: "<dict>", ast.Set: "<set>", ast.SetComp: "<set>", ast.Lambda: "<lambda>",
              ast.GeneratorExp: "<generator>", ast.JoinedStr: "<str>"}
@@ -732,6 +751,8 @@ def _literal_kind(node: ast.AST | None) -> str | None:
         if isinstance(node, cls):
             return kind
     if isinstance(node, ast.Constant):
+        if node.value is None:
+            return "<none>"  # not a number: ``dft_fn.log`` raises on a ``step`` that is None
         return "<str>" if isinstance(node.value, (str, bytes)) else "<number>"
     return None
 

@@ -420,6 +420,53 @@ def classes_given_to_loaders(graph: CallGraph) -> set[str]:
     return out
 
 
+#: the protocol methods a data loader calls on a data set, and the keywords that hand it
+#: callables it runs itself
+LOADER_PROTOCOL = ("__getitem__", "__iter__", "__len__", "__getitems__")
+LOADER_CALLABLES = ("worker_init_fn", "collate_fn")
+
+
+def run_by_loaders(graph: CallGraph, reach: set[str]) -> set[str]:
+    """What data loaders run on a program's behalf, beyond ``reach`` (what the program calls
+    itself): the protocol methods of the project data sets it builds (``DataLoader`` calls
+    ``__getitem__``, not the program) and the callables it hands a loader (``worker_init_fn=
+    dataset.worker_init``), with everything they call. DLIO's readers, built by a factory in
+    ``worker_init`` and read from ``__getitem__``, are reached only this way."""
+    starts: set[str] = set()
+    loader_args = classes_given_to_loaders(graph)
+    for class_id, (fs, cs) in graph.classes.items():
+        built = graph.instantiated_in.get(class_id, set()) & reach
+        if built and (class_id in loader_args or graph.has_base(class_id, (*DATASET_BASES, "IterableDataset"))):
+            starts |= {f"{fs.relpath}::{cs.methods[m]}" for m in LOADER_PROTOCOL if m in cs.methods}
+    for function_id in reach:
+        fs, fn = graph.functions.get(function_id, (None, None))
+        for call in fn.calls if fn else ():
+            for key, value in call.keywords:
+                if key in LOADER_CALLABLES and value:
+                    starts |= _callable_targets(graph, function_id, fs, value)
+    out = set()
+    for start in starts - reach:
+        if start in graph.functions:
+            out |= {start} | graph.reachable(start)
+    return out - reach
+
+
+def _callable_targets(graph: CallGraph, function_id: str, fs: FileSummary, text: str) -> set[str]:
+    """The project functions a value handed over as a callable names: a function, or a
+    method of an instance (``dataset.worker_init``)."""
+    out = set()
+    resolved = graph.resolve_name(fs, text)
+    if resolved in graph.functions:
+        out.add(resolved)
+    receiver, _, attr = text.rpartition(".")
+    if receiver and graph.values is not None:
+        for class_id in classes(graph.values.of(function_id, receiver)):
+            method = graph.method(class_id, attr)
+            if method:
+                out.add(method)
+    return out
+
+
 def dataset_sample_readers(graph: CallGraph) -> list[tuple[str, str, set[str]]]:
     """For each map-style data set (a class with ``__getitem__`` that subclasses a
     ``Dataset`` or is handed to a ``DataLoader``): (class name, ``__getitem__`` id, the

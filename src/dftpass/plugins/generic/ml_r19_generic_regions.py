@@ -5,8 +5,9 @@ from __future__ import annotations
 import attrs
 
 from dftpass.api import (
-    Case, Decorate, DFT_FN_MAGIC_NAMES, FileSummary, FunctionSummary, InsertBefore, is_top_level_model,
-    MODULE_SCOPE, needs_body_region, Pass, PassKind, recognize, RULES_THAT_PLACE, top_level_line, WrapBody,
+    Case, Decorate, DFT_FN_MAGIC_NAMES, does_io, FileSummary, FunctionSummary, InsertBefore, is_top_level_model,
+    MODULE_SCOPE, needs_body_region, Pass, PassKind, recognize, RULES_THAT_PLACE, run_by_loaders, top_level_line,
+    WrapBody,
 )
 
 #: decorators of functions that do not run as Python (ML-R23): their caller is timed instead
@@ -30,6 +31,185 @@ class GenericOptions:
     #: the least score for a function that runs once per sample; 0 = never (ML-R9 and
     #: ML-R25 already time the sample's read)
     sample_threshold: int = 0
+    #: the implementations of the project's own abstract interfaces (a reader, a storage
+    #: backend, a checkpointing mechanism chosen by a factory) get a region whatever their
+    #: score: they are the seams where an expert attributes time (DLIO's authors log them
+    #: all); per-sample ones only where the interface reaches file I/O
+    interfaces: bool = True
+
+
+#: an abstract reader interface and one implementation: the implementation's methods and the
+#: base's constructor get regions, the abstract placeholders do not; ``self.step`` is a number
+#: while the object is used (``None`` only in ``__del__``), which ``dft_fn.log`` can read
+_INTERFACE = (
+    """\
+import numpy as np
+from abc import ABC, abstractmethod
+
+
+class Reader(ABC):
+    def __init__(self, root):
+        self.root = root
+        self.step = 1
+
+    @abstractmethod
+    def open(self, name):
+        pass
+
+    @abstractmethod
+    def close(self, handle):
+        pass
+
+    def __del__(self):
+        self.step = None
+
+
+class NpyReader(Reader):
+    def open(self, name):
+        self.step += 1
+        return np.load(self.root + name)
+
+    def close(self, handle):
+        handle.close()
+
+
+def main():
+    reader = NpyReader('data/')
+    reader.close(reader.open('a.npy'))
+
+
+if __name__ == '__main__':
+    main()
+""",
+    """\
+from dftracer.python import dft_fn
+import numpy as np
+from abc import ABC, abstractmethod
+dlp = dft_fn("train", name="train")
+
+
+class Reader(ABC):
+    @dlp.log_init
+    def __init__(self, root):
+        self.root = root
+        self.step = 1
+
+    @abstractmethod
+    def open(self, name):
+        pass
+
+    @abstractmethod
+    def close(self, handle):
+        pass
+
+    def __del__(self):
+        self.step = None
+
+
+class NpyReader(Reader):
+    @dlp.log
+    def open(self, name):
+        self.step += 1
+        return np.load(self.root + name)
+
+    @dlp.log
+    def close(self, handle):
+        handle.close()
+
+
+def main():
+    reader = NpyReader('data/')
+    reader.close(reader.open('a.npy'))
+
+
+if __name__ == '__main__':
+    main()
+""",
+)
+#: a reader built in a ``worker_init_fn`` and read from ``__getitem__``: run by the loader,
+#: not by the program (DLIO's shape); one per sample, and it reads a file
+_LOADER_RUNS = (
+    """\
+import numpy as np
+from abc import ABC, abstractmethod
+from torch.utils.data import DataLoader, Dataset
+
+
+class Reader(ABC):
+    @abstractmethod
+    def read(self, index):
+        raise NotImplementedError
+
+
+class NpyReader(Reader):
+    def read(self, index):
+        return np.load(f"{index}.npy")
+
+
+class Samples(Dataset):
+    def worker_init(self, worker_id):
+        self.reader = NpyReader()
+
+    def __len__(self):
+        return 4
+
+    def __getitem__(self, index):
+        return self.reader.read(index)
+
+
+def main():
+    samples = Samples()
+    loader = DataLoader(samples, num_workers=2, worker_init_fn=samples.worker_init)
+    for batch in loader:
+        batch.sum().backward()
+
+
+if __name__ == "__main__":
+    main()
+""",
+    """\
+from dftracer.python import dft_fn
+import numpy as np
+from abc import ABC, abstractmethod
+from torch.utils.data import DataLoader, Dataset
+
+
+class Reader(ABC):
+    @abstractmethod
+    def read(self, index):
+        raise NotImplementedError
+dlp = dft_fn("train", name="train")
+
+
+class NpyReader(Reader):
+    @dlp.log
+    def read(self, index):
+        return np.load(f"{index}.npy")
+
+
+class Samples(Dataset):
+    def worker_init(self, worker_id):
+        self.reader = NpyReader()
+
+    def __len__(self):
+        return 4
+
+    def __getitem__(self, index):
+        return self.reader.read(index)
+
+
+@dlp.log
+def main():
+    samples = Samples()
+    loader = DataLoader(samples, num_workers=2, worker_init_fn=samples.worker_init)
+    for batch in loader:
+        batch.sum().backward()
+
+
+if __name__ == "__main__":
+    main()
+""",
+)
 
 
 class GenericRegions(Pass):
@@ -49,7 +229,18 @@ class GenericRegions(Pass):
         comes from the call graph: a function reached from a batch loop or a model's
         ``forward`` runs per batch and needs a much higher score; one reached from a data
         set's ``__getitem__``, a collate function or a transform runs per sample and gets
-        none. Never given one: the constructor of a model's block (the model's own
+        none. What a data loader runs for the program counts as run: the protocol methods
+        of the data sets it builds and the ``worker_init_fn`` it hands over, with what they
+        call.
+
+        The implementations of the project's own abstract interfaces (a class with
+        ``@abstractmethod`` methods, and its subclasses: a reader, a storage backend, a
+        checkpointing mechanism picked by a factory) are the seams where an expert
+        attributes time, whatever one method costs: each implementation of an abstract
+        method, and each constructor of the family, gets a region unless its body is a
+        placeholder (``pass``, ``return x``, ``raise NotImplementedError``). One that runs
+        per sample gets it only when the interface reads files (an ``open`` that loads a
+        file pays for its ~13 µs event; a ``get`` that indexes memory does not). Never given one: the constructor of a model's block (the model's own
         constructor is the region that building it gets) and a ``def`` inside a module-level
         loop (a new function every iteration: LBFGS's closure).
 
@@ -66,11 +257,16 @@ class GenericRegions(Pass):
         ``__getitem__`` gets nothing.
 
     Fix safety:
-        Safe where it acts. ``dft_fn.log`` reads the parameters and ``self`` attributes
-        named ``epoch``, ``step``, ``image_idx`` and ``image_size`` and raises when one is
-        not a number, so functions with such a parameter, and methods of classes that have
-        such an attribute or method (or derive from an optimizer or a scheduler), are left
-        alone. Generators are left alone (a decorator would time only their creation, a body
+        Safe where it acts. ``dft_fn.log`` converts the parameters and ``self`` attributes
+        named ``epoch``, ``step``, ``image_idx`` and ``image_size`` to numbers on every call
+        and raises when one is not a number; a parameter's default replaces the value
+        passed. So a function is left alone when such a parameter has a default that is
+        not a number or a call in the project passes it ``None`` or a string, and a method
+        when its class (or a base or subclass) has a method of such a name, gives such an
+        attribute a value that is not a number (``None``, a string, a container, the
+        result of a call other than ``int()``/``len()``/...) outside ``__del__``, or
+        derives from an optimizer or a scheduler. Values the program computes (a counter,
+        a parameter, arithmetic) are taken to be the numbers their names say. Generators are left alone (a decorator would time only their creation, a body
         region their consumer's time too); properties, compiled functions (``jit``,
         ``tf.function``, ``torch.jit.script``), nested functions and protocol dunders too.
         The decorator goes innermost, next to ``def``.
@@ -79,6 +275,8 @@ class GenericRegions(Pass):
         threshold (20): least score of a function that runs per epoch or less.
         step_threshold (60): least score of a function that runs once per batch.
         sample_threshold (0 = never): least score of a function that runs once per sample.
+        interfaces (true): regions on the implementations of the project's abstract
+            interfaces whatever their score (per-sample ones where the interface reads files).
     """
 
     id = "ML-R19"
@@ -91,6 +289,13 @@ class GenericRegions(Pass):
 
     _MAIN = "\n\nif __name__ == '__main__':\n    main()\n"
     VALID = [
+        # the interface's ``step`` attribute is None while the object is used: never decorated
+        Case(_INTERFACE[0].replace("self.step = 1", "self.step = None")),
+        # a ``step`` parameter given None by a caller: dft_fn.log would raise
+        Case("import numpy as np\nfrom abc import ABC, abstractmethod\n\n\nclass Reader(ABC):\n    @abstractmethod\n"
+             "    def open(self, name, step):\n        pass\n\n\nclass NpyReader(Reader):\n"
+             "    def open(self, name, step):\n        return np.load(name)\n\n\ndef main():\n"
+             "    NpyReader().open('a.npy', None)\n" + _MAIN),
         # a def made anew on every iteration of a module-level loop (LBFGS's closure)
         "import json\n\nfor i in range(3):\n    def load_all(paths):\n        out = {}\n        for p in paths:\n"
         "            with open(p) as f:\n                out.update(json.load(f))\n        return out\n"
@@ -107,6 +312,14 @@ class GenericRegions(Pass):
              "def main():\n    D()[0]\n" + _MAIN),
     ]
     INVALID = [
+        Case(*_INTERFACE),
+        Case(*_LOADER_RUNS),
+        # a per-sample implementation that only indexes memory is not worth its events (the
+        # function that builds the loader is)
+        Case(_LOADER_RUNS[0].replace('np.load(f"{index}.npy")', "self.cache[index]"),
+             _LOADER_RUNS[1].replace('np.load(f"{index}.npy")', "self.cache[index]")
+             .replace('dlp = dft_fn("train", name="train")\n', "").replace("    @dlp.log\n    def read", "    def read")
+             .replace("        return self.reader.read(index)\n", '        return self.reader.read(index)\ndlp = dft_fn("train", name="train")\n')),
         Case(
             # a model's construction is one region: its blocks' constructors are part of it
             'import torch\nfrom torch import nn\n\n\nclass Block(nn.Module):\n    def __init__(self, width):\n'
@@ -179,7 +392,9 @@ class GenericRegions(Pass):
             reach |= programs.reach(program.entry)
         if not reach:  # a snippet annotated as a program, with no entry of its own
             reach = set(graph.functions)
+        reach |= run_by_loaders(graph, reach)
         claimed = _claimed_by_other_rules(ctx)
+        seams = interface_methods(graph) if self.options.interfaces else {}
         annotated: dict[str, bool] = {}
         chosen: dict[str, list[tuple[FileSummary, FunctionSummary, str]]] = {}
         for function_id in sorted(reach):
@@ -193,11 +408,16 @@ class GenericRegions(Pass):
             if _unsuitable(graph, function_id, fs, fn):
                 continue
             cost = costs.of(function_id)
-            least = {"once": self.options.threshold, "step": self.options.step_threshold,
-                     "sample": self.options.sample_threshold}[cost.hot]
-            if least <= 0 or cost.score < least:
-                continue
-            why = f"generic region: {cost.describe()}, runs {'per ' + cost.hot if cost.hot != 'once' else 'per epoch or less'}"
+            runs = f"runs {'per ' + cost.hot if cost.hot != 'once' else 'per epoch or less'}"
+            seam = seams.get(function_id)
+            if seam and not _trivial(fn) and (cost.hot != "sample" or seam.reads_files):
+                why = f"generic region: implements {seam.base}'s interface, {runs}"
+            else:
+                least = {"once": self.options.threshold, "step": self.options.step_threshold,
+                         "sample": self.options.sample_threshold}[cost.hot]
+                if least <= 0 or cost.score < least:
+                    continue
+                why = f"generic region: {cost.describe()}, {runs}"
             chosen.setdefault(fs.relpath, []).append((fs, fn, why))
         for relpath, items in chosen.items():
             self._annotate_file(ctx, graph, relpath, items)
@@ -224,6 +444,48 @@ class GenericRegions(Pass):
             ctx.add_edit(relpath, InsertBefore(self.id, top_level_line(fs, first_top),
                                                f"one generic logger for {relpath}", first_top,
                                                names.module_logger(cat), take_comments=False))
+
+
+@attrs.frozen
+class Seam:
+    """A method that implements an abstract interface of the project."""
+
+    #: the abstract base's qualified name
+    base: str
+    #: whether some implementation of the interface calls file I/O
+    reads_files: bool
+
+
+def interface_methods(graph) -> dict[str, Seam]:
+    """function id -> :class:`Seam`, for the constructors and the implementations of the
+    abstract methods of every project class that declares some (``@abstractmethod``), in the
+    class and in all its subclasses."""
+    out: dict[str, Seam] = {}
+    for class_id, (fs, cs) in graph.classes.items():
+        abstract = {name for name, qual in cs.methods.items() if _is_abstract(fs, qual)}
+        if not abstract:
+            continue
+        members = [class_id, *graph.subclasses(class_id)]
+        ids = [f"{graph.classes[cid][0].relpath}::{graph.classes[cid][1].methods[name]}"
+               for cid in members if cid in graph.classes
+               for name in (*sorted(abstract), "__init__") if name in graph.classes[cid][1].methods]
+        ids = [fid for fid in ids if fid in graph.functions]
+        reads = any(does_io(graph, fid) for fid in ids)
+        for fid in ids:
+            out.setdefault(fid, Seam(cs.qualname, reads))
+    return out
+
+
+def _is_abstract(fs: FileSummary, qualname: str) -> bool:
+    fn = fs.function(qualname)
+    return fn is not None and any(d.rsplit(".", 1)[-1] == "abstractmethod" for d in fn.decorators)
+
+
+def _trivial(fn: FunctionSummary) -> bool:
+    """A body with nothing to time: ``pass``, ``return x``, ``raise NotImplementedError``
+    (an abstract method's placeholder, an accessor). A constructor that only runs its base's
+    is not: the base's work is the object's."""
+    return fn.n_stmts <= 1 and all(c.callee == "NotImplementedError" for c in fn.calls)
 
 
 def _module_name(fs: FileSummary) -> str:
@@ -296,7 +558,7 @@ def _unsuitable(graph, function_id: str, fs: FileSummary, fn: FunctionSummary) -
         return True  # defined before the imports dftpass adds
     if any(d.split("(", 1)[0].rsplit(".", 1)[-1] in COMPILED_DECORATORS for d in fn.decorators):
         return True
-    if set(fn.params) & set(DFT_FN_MAGIC_NAMES):
+    if not _magic_parameters_are_numbers(graph, function_id, fn):
         return True
     if fn.cls:
         class_id = f"{fs.relpath}::{fn.cls}"
@@ -307,8 +569,56 @@ def _unsuitable(graph, function_id: str, fs: FileSummary, fn: FunctionSummary) -
             related = set(graph.mro(class_id)) | set(graph.subclasses(class_id))
             for cid in related:
                 _, cs = graph.classes[cid]
-                if set(cs.attr_values) & set(DFT_FN_MAGIC_NAMES) or set(cs.methods) & set(DFT_FN_MAGIC_NAMES):
+                if set(cs.methods) & set(DFT_FN_MAGIC_NAMES):
+                    return True  # ``self.step`` is a method: never a number
+                if not all(_numeric(v) for name in set(cs.attr_values) & set(DFT_FN_MAGIC_NAMES)
+                           for v in cs.attr_values[name]):
                     return True
             if any(b.rsplit(".", 1)[-1] in MAGIC_BASES for b in graph.external_bases(class_id)):
                 return True
     return False
+
+
+#: values that are never numbers: ``int()`` of them raises inside ``dft_fn.log``
+_NOT_NUMBERS = ("<none>", "<str>", "<list>", "<tuple>", "<dict>", "<set>", "<lambda>", "<generator>")
+#: calls whose result is a number
+_NUMBER_CALLS = ("int()", "len()", "round()", "float()", "abs()", "min()", "max()", "sum()")
+
+
+def _numeric(value: str | None) -> bool:
+    """Whether ``dft_fn.log`` can take this value (the text of an expression) as a number:
+    a numeric literal, a name or attribute the program computes (a counter, a parameter), a
+    compound expression (arithmetic: its text is None), a call known to give a number. Not
+    ``None``, a string or a container literal, nor another call's result."""
+    if value is None:
+        return True
+    if value in _NOT_NUMBERS or value[:1] in "'\"":
+        return False
+    if value.endswith("()"):
+        return value.rsplit(".", 1)[-1] in _NUMBER_CALLS or value.startswith("math.")
+    return True
+
+
+def _magic_parameters_are_numbers(graph, function_id: str, fn: FunctionSummary) -> bool:
+    """``dft_fn.log`` converts a parameter named ``epoch``, ``step``, ``image_idx`` or
+    ``image_size`` to a number on every call, and a default replaces the value passed: the
+    default must be a number, and no call in the project may pass ``None`` or a string."""
+    magic = set(fn.params) & set(DFT_FN_MAGIC_NAMES)
+    if not magic:
+        return True
+    if any(name in fn.defaults and fn.defaults[name] != "<number>" and not _is_number_text(fn.defaults[name])
+           for name in magic):
+        return False
+    bound = graph.is_bound_method(function_id)
+    for _, call in graph.call_sites_of(function_id):
+        for name in magic:
+            position = fn.positional.index(name) - (1 if bound else 0) if name in fn.positional else None
+            passed = dict(call.keywords).get(name, call.args[position] if position is not None and
+                                              0 <= position < len(call.args) else "")
+            if name in call.nones or (position in call.nones) or not _numeric(passed):
+                return False
+    return True
+
+
+def _is_number_text(text: str | None) -> bool:
+    return bool(text) and text.lstrip("-").replace(".", "", 1).isdigit()
