@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import shutil
+import subprocess
+import sys
 
 import pytest
 
@@ -166,3 +168,70 @@ def test_strip_takes_out_the_framework_callbacks_and_their_import(cli, tmp_path,
     assert r.code == 0, r.err
     for name, text in FRAMEWORK_PROGRAMS.items():
         assert (stripped / name).read_text() == text, name
+
+
+#: DLIO's shape: one module imports dftracer's logger under its own name, forty others import
+#: it from there and make module loggers, update and iterate with them
+DLIO_UTIL = "import time\nfrom dftracer.python import dft_fn as Profile, ai as dft_ai\n\n\ndef utcnow():\n    return 0 * time.time()\n"
+DLIO_READER = '''from pkg.util import Profile, dft_ai, utcnow
+
+dlp = Profile("reader")
+
+
+class Reader:
+    @dlp.log
+    def read(self, i):
+        dlp.update(image_size=4)
+        with Profile(cat="reader", name="inner"):
+            x = i * 2
+        for j in dlp.iter(range(3)):
+            x += j
+        return x + utcnow()
+
+
+@dft_ai.data.item
+def item(i):
+    return Reader().read(i)
+
+
+if __name__ == "__main__":
+    print(item(3))
+'''
+DLIO_BARE = '''from pkg.util import utcnow
+
+
+class Reader:
+    def read(self, i):
+        x = i * 2
+        for j in range(3):
+            x += j
+        return x + utcnow()
+
+
+def item(i):
+    return Reader().read(i)
+
+
+if __name__ == "__main__":
+    print(item(3))
+'''
+
+
+def test_strip_all_takes_out_a_re_exported_logger_and_keeps_the_import_others_need(cli, tmp_path):
+    """Every use of the re-exported logger goes (the module logger, its decorators, updates,
+    ``with``, ``iter``) and so does the importer's import of it; the module that re-exports it
+    keeps its dftracer import, which other modules still name (taking it out broke every
+    module of DLIO's stripped tree with an ImportError)."""
+    project = tmp_path / "proj"
+    (project / "pkg").mkdir(parents=True)
+    (project / "pkg" / "__init__.py").write_text("")
+    (project / "pkg" / "util.py").write_text(DLIO_UTIL)
+    (project / "pkg" / "other.py").write_text("from pkg.util import Profile\n\nlog = Profile('other')\n\n\n"
+                                              "@log.log\ndef f():\n    return 1\n")
+    (project / "pkg" / "reader.py").write_text(DLIO_READER)
+    out = tmp_path / "bare"
+    assert cli("strip", project, "--all", "--out", out).code == 0
+    assert (out / "pkg" / "reader.py").read_text() == DLIO_BARE
+    assert (out / "pkg" / "util.py").read_text() == DLIO_UTIL  # still imported from by other.py (before strip)
+    done = subprocess.run([sys.executable, "-m", "pkg.reader"], cwd=out, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0 and done.stdout == "9.0\n", done.stderr

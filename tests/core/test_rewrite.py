@@ -175,6 +175,16 @@ def test_the_import_goes_after_environment_set_up_of_the_import_block_whatever_t
     assert apply(late, decorate("forward")).startswith("from dftracer.python import ai\nimport torch\n")
 
 
+def test_a_class_that_sets_the_environment_in_a_method_is_no_set_up():
+    """A class right after the imports whose method exports credentials (DLIO's S3 storage)
+    sets nothing when it is defined: the import does not go after it, and its methods, now
+    "before the imports dftpass adds", are not refused their regions."""
+    src = ("import os\n\n\nclass Storage:\n    def connect(self, key):\n        os.environ['KEY'] = key\n\n\n"
+           "def forward(x):\n    return x\n")
+    assert summarize(src.encode(), "m.py", "m").import_anchor == 0
+    assert apply(src, decorate("forward")).startswith("from dftracer.python import ai\nimport os\n")
+
+
 def test_edits_in_the_branches_of_an_elif_chain_each_find_their_statement():
     """Paths through several ``elif`` each resolve to their own branch (the cache of a block's
     statements once keyed an ``elif`` by the id of a wrapper that was already gone, so a later

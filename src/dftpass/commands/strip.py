@@ -37,6 +37,7 @@ def cmd_strip(args: argparse.Namespace) -> int:
         raise UsageError(f"{root}: no record of what dftpass wrote here ({STATE_DIR}/annotations.json); "
                          "`--all` removes every dftracer annotation")
     project, summaries = _project(root, config, args.all)
+    exported = _imported_names(summaries.values())
     findings = list(project.problems())
     files: dict[str, FileResult] = {}
     relpaths = sorted(set(records.files if records else ()) | (set(project.files) if args.all else set()))
@@ -49,7 +50,9 @@ def cmd_strip(args: argparse.Namespace) -> int:
         source = path.read_bytes()
         from dftpass.core.strip import strip_source  # libcst: only when there is something to strip
 
-        result = strip_source(source, records.files.get(rel, []) if records else [], summaries.get(rel), args.all)
+        fs = summaries.get(rel)
+        result = strip_source(source, records.files.get(rel, []) if records else [], fs, args.all,
+                              exported.get(fs.module, frozenset()) if fs is not None else frozenset())
         if result.error:
             findings.append(Finding(TOOL, result.error, rel, severity=Severity.ERROR))
         files[rel] = FileResult(rel, [], source, result.new, error=result.error)
@@ -75,3 +78,15 @@ def _project(root, config, strip_all: bool):
     project.load(config.get("files.max-bytes"), jobs=config.get("run.jobs"))
     build_callgraph(project.summaries())
     return project, {f.relpath: f.summary for f in project.files.values() if f.summary is not None}
+
+
+def _imported_names(summaries) -> dict[str, frozenset[str]]:
+    """Module name -> the names other project files import from it (``from m import a``):
+    strip keeps an import that binds one, or the importer breaks."""
+    out: dict[str, set[str]] = {}
+    for fs in summaries:
+        for qualified in fs.imports.values():
+            module, _, name = qualified.rpartition(".")
+            if module and module != fs.module:
+                out.setdefault(module, set()).add(name)
+    return {m: frozenset(names) for m, names in out.items()}

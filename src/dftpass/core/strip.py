@@ -100,9 +100,13 @@ class Stripped:
 
 
 class _Strip(cst.CSTTransformer):
-    def __init__(self, records: Sequence[dict], fs: FileSummary | None, strip_all: bool) -> None:
+    def __init__(self, records: Sequence[dict], fs: FileSummary | None, strip_all: bool,
+                 exported: frozenset[str] = frozenset()) -> None:
         self.fs = fs
         self.strip_all = strip_all
+        #: names of this module other project files import: an import that binds one stays
+        #: (DLIO's ``utility.py`` imports ``dft_fn as Profile`` for 40 other modules)
+        self.exported = exported
         self.want: Counter = Counter()
         #: (scope, on) -> recorded lifecycles: (prologue statement codes, finally codes, with item)
         self.lifecycles: dict[tuple[str, str], list[tuple[list[str], list[str], str | None]]] = {}
@@ -165,14 +169,18 @@ class _Strip(cst.CSTTransformer):
         return False
 
     def _is_region(self, text: str) -> bool:
-        """A dftracer ``ai`` node or a ``dft_fn`` logger in this file (``--all``)."""
+        """A dftracer ``ai`` node or a ``dft_fn`` logger in this file (``--all``): a logger's
+        decorators, the logger itself (``dlp.iter(...)``), a logger made in place as a
+        ``with`` item (``with dft_fn(cat, name=...):``)."""
         if not self.strip_all or self.fs is None:
             return False
+        if text.endswith(")") and "(" in text and recognize(self.fs, text.split("(", 1)[0]) == "dft_fn":
+            return True
         found = recognize(self.fs, text)
         if found is not None and not found.startswith(("dftracer", "dft_fn", "module")):
             return True
         head, _, rest = text.partition(".")
-        return rest.split(".")[0] in ("log", "log_init", "log_static") and self._is_fn_object(head)
+        return (not rest or rest.split(".")[0] in ("log", "log_init", "log_static")) and self._is_fn_object(head)
 
     def _is_fn_object(self, name: str) -> bool:
         """``dlp`` in ``dlp = dft_fn("train")`` at the top of the module."""
@@ -412,7 +420,8 @@ class _Strip(cst.CSTTransformer):
             return True  # ``trainer.callbacks.append(_dft_runtime.LightningCallback())`` (ML-R12)
         return (method in ("start", "stop") and self._is_region(node)) or (
             method == "update" and self.fs is not None and recognize(self.fs, callee) is not None
-            and not (recognize(self.fs, callee) or "").startswith(("dftracer", "dft_fn")))
+            and not (recognize(self.fs, callee) or "").startswith(("dftracer", "dft_fn"))) or (
+            method == "update" and self._is_fn_object(node))  # ``dlp.update(image_size=...)``
 
     # -- calls: an item added to a keyword argument's list (``callbacks=[..., cb()]``) -------------
     def leave_Call(self, original_node, updated_node):
@@ -457,7 +466,27 @@ class _Strip(cst.CSTTransformer):
     # -- the module: statements, then imports ----------------------------------------------------
     def leave_Module(self, original_node, updated_node):
         body = self._block(list(updated_node.body))
+        if self.strip_all:
+            body = self._unused_loggers(body)
         return updated_node.with_changes(body=self._imports(body, updated_node))
+
+    def _unused_loggers(self, body: list[cst.BaseStatement]) -> list[cst.BaseStatement]:
+        """``dlp = dft_fn(...)`` at the top of the module, once no region of it is left and
+        no other module imports it (``--all``)."""
+        used = _names_used([s for s in body if _bound_name(s) is None or not self._is_fn_object(_bound_name(s))])
+        out, carried = [], []
+        for stmt in body:
+            name = _bound_name(stmt)
+            if name and self._is_fn_object(name) and name not in used and name not in self.exported:
+                # its comments go to the next statement, its blank lines go with it
+                carried += [line for line in stmt.leading_lines if line.comment is not None]
+                self.removed += 1
+                continue
+            if carried:
+                stmt = stmt.with_changes(leading_lines=[*carried, *stmt.leading_lines])
+                carried = []
+            out.append(stmt)
+        return out
 
     def _imports(self, body: list[cst.BaseStatement], module: cst.Module) -> list[cst.BaseStatement]:
         """The imports dftpass added go; the statement after the block it inserted gets back
@@ -467,8 +496,8 @@ class _Strip(cst.CSTTransformer):
         if self.strip_all:
             api |= {local for local, _ in _api_locals(body)}
         # the names the code uses (not in strings or comments: a docstring that says
-        # "dftracer" does not keep dftracer's import)
-        used = _names_used([s for s in body if not _is_import_line(s)])
+        # "dftracer" does not keep dftracer's import), and those other modules import from it
+        used = _names_used([s for s in body if not _is_import_line(s)]) | self.exported
         out: list[cst.BaseStatement] = []
         block: list[cst.BaseStatement] = []  # removed statements of dftpass's import block
         for stmt in body:
@@ -484,6 +513,21 @@ class _Strip(cst.CSTTransformer):
             if runtime and runtime.group(1) not in used:
                 block.append(stmt)  # the callbacks' module, once no callback is left
                 continue
+            if self.strip_all and isinstance(small, cst.ImportFrom) and not _is_api_import(small) and \
+                    not isinstance(small.names, cst.ImportStar) and self.fs is not None:
+                # ``from .utility import Profile``: a dftracer name another module re-exports
+                unused = {_alias(n) for n in small.names
+                          if _alias(n) not in used and recognize(self.fs, _alias(n)) is not None}
+                if unused:
+                    names = [n for n in small.names if _alias(n) not in unused]
+                    if not names:
+                        block.append(stmt)
+                        continue
+                    last = names[-1]
+                    if isinstance(last.comma, cst.Comma) and _code(last.comma) == "," and not small.lpar:
+                        names[-1] = last.with_changes(comma=cst.MaybeSentinel.DEFAULT)
+                    stmt = stmt.with_changes(body=[small.with_changes(names=names)])
+                    small = stmt.body[0]
             if isinstance(small, cst.ImportFrom) and _is_api_import(small):
                 # a name dftpass imported goes once nothing uses it (a region the user wrote
                 # after annotation keeps it)
@@ -587,12 +631,13 @@ def _names_used(stmts: Sequence[cst.BaseStatement]) -> set[str]:
 
 
 def strip_source(source: bytes, records: Sequence[dict], fs: FileSummary | None = None,
-                 strip_all: bool = False) -> Stripped:
+                 strip_all: bool = False, exported: frozenset[str] = frozenset()) -> Stripped:
     """``source`` without what ``records`` say dftpass wrote (``strip_all``: without any
-    dftracer region). Never raises for a problem in the file."""
+    dftracer region). ``exported``: the names of this module other project files import
+    (their imports stay). Never raises for a problem in the file."""
     try:
         module = cst.parse_module(source)
-        transformer = _Strip(records, fs, strip_all)
+        transformer = _Strip(records, fs, strip_all, exported)
         new = keep_original_bytes(source, module.visit(transformer).bytes)
         compile(new, "<strip>", "exec", dont_inherit=True)
     except Exception as exc:  # noqa: BLE001 - the user's file must survive

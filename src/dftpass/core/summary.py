@@ -779,11 +779,14 @@ def _counter_expression(target: ast.AST) -> str | None:
 
 def _body_facts(body: list[ast.stmt], path: StmtPath) -> tuple[tuple[NextCall, ...], tuple[str, ...]]:
     """The ``x = next(it)`` statements and the ``+= 1`` counters of a loop body (nested
-    blocks included; nested loops and functions are theirs)."""
+    blocks included; nested loops and functions are theirs). Counters that count every
+    iteration come first: DLIO's loop counts ``block += 1`` under an ``if`` before its
+    ``overall_step += 1``, and the step is the one counted each time."""
     nexts: list[NextCall] = []
-    counters: list[str] = []
+    counters: list[tuple[bool, str]] = []  # (under a condition, expression)
 
-    def walk(stmts: list[ast.stmt], owner: StmtPath, field: str, region: StmtPath | None) -> None:
+    def walk(stmts: list[ast.stmt], owner: StmtPath, field: str, region: StmtPath | None,
+             conditional: bool = False) -> None:
         for i, s in enumerate(stmts):
             here = owner + (step(field, i),)
             if isinstance(s, (ast.For, ast.AsyncFor, ast.While, ast.FunctionDef, ast.AsyncFunctionDef,
@@ -797,13 +800,15 @@ def _body_facts(body: list[ast.stmt], path: StmtPath) -> tuple[tuple[NextCall, .
                     and isinstance(s.value, ast.Constant) and s.value.value == 1:
                 target = _counter_expression(s.target)
                 if target:
-                    counters.append(target)
+                    counters.append((conditional, target))
             inner = here if isinstance(s, ast.Try) and _catches_stop_iteration(s) and region is None else region
+            branches = conditional or isinstance(s, (ast.If, ast.Try, ast.Match))
             for sub_field, block in _blocks(s):
-                walk(block, here, sub_field, inner)
+                walk(block, here, sub_field, inner, branches)
 
     walk(body, path, "body", None)
-    return tuple(nexts), tuple(dict.fromkeys(counters))
+    ordered = [c for cond, c in counters if not cond] + [c for cond, c in counters if cond]
+    return tuple(nexts), tuple(dict.fromkeys(ordered))
 
 
 def _exec_include(node: ast.Call) -> str | None:
@@ -820,8 +825,11 @@ def _exec_include(node: ast.Call) -> str | None:
 
 
 def _sets_environment(stmt: ast.stmt) -> bool:
-    """``os.environ[...] = ...``, ``os.environ.update/setdefault(...)``, ``os.putenv(...)``."""
-    for node in ast.walk(stmt):
+    """``os.environ[...] = ...``, ``os.environ.update/setdefault(...)``, ``os.putenv(...)``,
+    run by the statement itself: a ``def`` or ``class`` whose body sets the environment
+    sets nothing when it is defined (a storage class that exports S3 credentials in a
+    method is not set-up before the imports)."""
+    for node in _walk_running(stmt):
         if isinstance(node, ast.Subscript) and isinstance(node.ctx, ast.Store) and \
                 (dotted(node.value) or "").endswith("environ"):
             return True
@@ -830,6 +838,18 @@ def _sets_environment(stmt: ast.stmt) -> bool:
             if callee.endswith(("environ.update", "environ.setdefault", "putenv")):
                 return True
     return False
+
+
+def _walk_running(stmt: ast.stmt) -> Iterator[ast.AST]:
+    """The nodes of ``stmt`` that run when it runs: not the bodies of the functions, classes
+    and lambdas it defines."""
+    stack: list[ast.AST] = [stmt]
+    while stack:
+        node = stack.pop()
+        yield node
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
+            continue
+        stack.extend(ast.iter_child_nodes(node))
 
 
 def _import_anchor(tree: ast.Module) -> int:

@@ -505,11 +505,17 @@ def _existing_logger(graph, fs: FileSummary) -> str | None:
 
 
 def _uses_dftracer(fs: FileSummary) -> bool:
-    """Whether the file, as read, already has dftracer annotations (by hand, or from an
-    earlier run): then its regions are someone's choice, and ML-R19 leaves the file alone."""
-    if any(recognize(fs, m) is not None for m in fs.mentions):
+    """Whether the file, as read, already has dftracer regions (by hand, or from an earlier
+    run): then its regions are someone's choice, and ML-R19 leaves the file alone. Starting
+    and stopping the tracer (``initialize_log``, ``finalize``, the ``DFTRACER_ENABLE``
+    flag) chooses no region: DLIO's configuration module does only that."""
+    if any(_chooses_regions(recognize(fs, m)) for m in fs.mentions):
         return True
     return any(recognize(fs, t.split("(", 1)[0]) is not None for fn in fs.functions for t in (*fn.decorators, *fn.withs))
+
+
+def _chooses_regions(path: str | None) -> bool:
+    return path is not None and path.split(".", 1)[0] not in ("dftracer", "env")
 
 
 def _has_any_region(fs: FileSummary, fn: FunctionSummary) -> bool:

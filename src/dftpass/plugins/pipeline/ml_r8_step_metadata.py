@@ -73,6 +73,21 @@ class StepMetadata(Pass):
     ]
     INVALID = [
         Case(
+            # the counter counted every iteration is the step, not one counted under a
+            # condition before it (DLIO's ``block += 1`` after a checkpoint)
+            "import torch\n\n\ndef train(model, loader, opt, ckpt_every):\n    block = 1\n    overall_step = 1\n"
+            "    for batch in loader:\n        loss = model(batch).sum()\n        loss.backward()\n        opt.step()\n"
+            "        if overall_step % ckpt_every == 0:\n            torch.save(model.state_dict(), 'm.pt')\n"
+            "            block += 1\n        overall_step += 1\n",
+            "from dftracer.python import ai, env as _dft_env\nimport torch\n\n\n"
+            "def train(model, loader, opt, ckpt_every):\n    block = 1\n    overall_step = 1\n    for batch in loader:\n"
+            "        if _dft_env.DFTRACER_ENABLE:\n            ai.compute.update(step=overall_step); "
+            "ai.dataloader.update(step=overall_step); ai.device.update(step=overall_step)\n"
+            "        loss = model(batch).sum()\n        loss.backward()\n        opt.step()\n"
+            "        if overall_step % ckpt_every == 0:\n            torch.save(model.state_dict(), 'm.pt')\n"
+            "            block += 1\n        overall_step += 1\n",
+        ),
+        Case(
             # itertools.count(1) counts the steps itself (regression's batch_idx): no enumerate
             "from itertools import count\n\n\ndef get_batch():\n    return 1\n\n\ndef run(model, opt):\n"
             "    for batch_idx in count(1):\n        x = get_batch()\n        model(x).backward()\n"
