@@ -11,6 +11,8 @@ checkpoint per epoch, argparse) is generated with a step of about 1 ms and of ab
                   metadata, checkpoints, transfers, workers)
     generic     + ML-R19 (dft_fn regions that clear the cost estimator)
     io          + the I/O phases (ML-R25/26/27): every default rule
+    budgeted    every default rule, annotated with ``--step-time`` of the step measured: the
+                tracing budget (3 %) coarsens what a step writes (plugins/analyses/overhead.py)
 
 Each variant runs with tracing off and on; the program reports the CPU time of its
 training loop (start-up excluded; ``DFTPASS_BENCH_WALL=1``: wall time instead), and the
@@ -210,7 +212,7 @@ def construct_costs(work: Path, base_env: dict, prelude: str) -> None:
         print(f"| {label} | {values['off']} | {values['on']} |")
 
 
-def model(work: Path, step_ms: float, steps: int, base: float) -> None:
+def model(work: Path, step_ms: float, steps: int, base: float, budget_every: int = 1) -> None:
     """The overhead the construct costs predict for each group, tracing off and on: events
     per step (counted in the traced run of repeat 0) x the cost of one region, plus ML-R8's
     guarded update, over the original's step time."""
@@ -224,7 +226,7 @@ def model(work: Path, step_ms: float, steps: int, base: float) -> None:
           f"update {update['off']} / {update['on']} µs, a step {step_us:.0f} µs):")
     print("| group | events a step | off | on |")
     print("|---|---|---|---|")
-    for group in GROUPS:
+    for group in (*GROUPS, "budgeted"):
         files = list((work / f"trace-{step_ms}-{group}-0").glob("*.pfw*"))
         events = 0
         for f in files:
@@ -237,7 +239,7 @@ def model(work: Path, step_ms: float, steps: int, base: float) -> None:
                         # dftpass's regions: not dftracer's own records, intercepted calls or metadata
                         events += e.get("cat") not in (None, "dftracer", "POSIX", "STDIO") and "dur" in e
         per_step = events / steps
-        updates = 1 if group != "lifecycle" else 0
+        updates = 0 if group == "lifecycle" else 1 / budget_every if group == "budgeted" else 1
         pct = {t: (per_step * float(region[t]) + updates * float(update[t])) / step_us * 100 for t in ("off", "on")}
         print(f"| {group} | {per_step:.1f} | {pct['off']:+.2f}% | {pct['on']:+.1f}% |")
 
@@ -318,10 +320,19 @@ def main() -> int:
 
     construct_costs(work, base_env, IMPORT_PRELUDE)
 
+    from dftpass.plugins.analyses.overhead import decide
+
     for step_ms in args.steps_ms:
         width = width_for(step_ms)
         steps = max(30, int(1000 / step_ms))  # ~1 s an epoch: short loops drown in the noise
         prog_args = ["--steps", str(steps), "--width", str(width), "--epochs", "3"]
+        # annotated for this step time: what the tracing budget keeps, and what dftpass predicts
+        budgeted = work / f"budgeted-{step_ms:g}"
+        planned = subprocess.run([*DFTPASS, "run", str(src), "--out", str(budgeted), "-q", "--step-time",
+                                  str(step_ms / 1000)], check=True, capture_output=True, text=True)
+        print(f"\n{next((ln for ln in planned.stderr.splitlines() if ln.startswith('overhead:')), '')}")
+        variants["budgeted"] = budgeted
+        granularity = decide(step_ms / 1000, 0.03)
         loops: dict[tuple[str, str], list[float]] = {}
         results: dict[tuple[str, str], set[str]] = {}
         for r in range(args.repeats):
@@ -353,7 +364,7 @@ def main() -> int:
                 failed = True
             if results[(name, tracing)] != same:
                 failed = True
-        model(work, step_ms, steps * 3, base)
+        model(work, step_ms, steps * 3, base, granularity.update_every)
     if not args.keep:
         shutil.rmtree(work, ignore_errors=True)
     return 1 if failed else 0

@@ -95,6 +95,8 @@ def cmd_plan(args: argparse.Namespace) -> int:
             print()
             print(result.diff(), end="")
         print(_summary_line(result), file=sys.stderr)
+        for line in result.headlines:
+            print(line, file=sys.stderr)
     _findings_out(args, result, manager)
     return _exit_code(result)
 
@@ -112,6 +114,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         print(result.diff(), end="")
     _findings_out(args, result, manager)
     print(f"{_summary_line(result)}; written {where}", file=sys.stderr)
+    for line in result.headlines:
+        print(line, file=sys.stderr)
     return _exit_code(result)
 
 

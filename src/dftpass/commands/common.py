@@ -50,6 +50,8 @@ def add_output_options(p) -> None:
 def load(args: argparse.Namespace):
     """The resolved configuration and a pass manager for a command's arguments."""
     sets = list(getattr(args, "set", []) or [])
+    if getattr(args, "step_time", None) is not None:
+        sets.append(f"overhead.step-time={args.step_time}")
     if getattr(args, "trust_project_plugins", False):
         sets.append("plugins.trust-project=true")
     overrides = cli_overrides(getattr(args, "select", None), getattr(args, "ignore", None),

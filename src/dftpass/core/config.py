@@ -179,6 +179,12 @@ KEYS: dict[str, KeySpec] = {
     "outputs.mask": KeySpec(
         list(DEFAULT_MASKS), _regexes, "a list of Python regular expressions",
         "text of a run's standard output replaced before runs are compared (timings, dates, addresses)"),
+    "overhead.budget": KeySpec(
+        0.03, lambda v: isinstance(v, (int, float)) and not isinstance(v, bool) and 0 < v < 1, "a number in (0, 1)",
+        "the share of a training step tracing may cost (with --step-time, the plan coarsens to fit it)"),
+    "overhead.step-time": KeySpec(
+        None, lambda v: v is None or (isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0),
+        "a number of seconds > 0", "the training step's time, for the tracing budget (unset: every region)"),
     "optimize.min-gain-pct": KeySpec(
         2.0, lambda v: isinstance(v, (int, float)) and not isinstance(v, bool) and v >= 0, "a number >= 0",
         "the least median gain (% of the wall time) optimize keeps, beyond the noise between repeats"),

@@ -70,6 +70,10 @@ class RunContext:
                               f"analysis {pass_id!r}, which it does not declare: add it to `requires`")
         return self._compute(pass_id)
 
+    def cached(self, pass_id: str) -> Any:
+        """The result of analysis ``pass_id`` if a pass asked for it in this run, else None."""
+        return self._cache.get(pass_id)
+
     def _compute(self, pass_id: str) -> Any:
         """The analysis, for the engine itself (edits and gates ask without a declaration)."""
         if pass_id in self._cache:

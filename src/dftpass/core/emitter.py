@@ -405,12 +405,14 @@ class FileNames:
         ai = self._name("ai")
         return "; ".join(f"{ai}.{head}.update({args})" for head in subtrees)
 
-    def when_tracing(self, code: str) -> str:
+    def when_tracing(self, code: str, every: str = "") -> str:
         """``if <tracing is on>: code``, for per-step statements whose work is wasted with
         tracing off: an ``update`` walks its nodes even then (ML-R8's, ~3-6 µs a step), the
         test costs ~0.05 µs. The flag is dftracer's own (``dftracer.python.env``, set once at
-        its import, as the tracer itself reads it)."""
-        return f"if {self._name('env')}.{ENV_ENABLE}:\n    {code}\n"
+        its import, as the tracer itself reads it). ``every`` adds a condition after it (the
+        tracing budget's ``step % k == 0``)."""
+        condition = f"{self._name('env')}.{ENV_ENABLE}" + (f" and {every}" if every else "")
+        return f"if {condition}:\n    {code}\n"
 
     def dynamo_backend(self, name: str) -> str:
         """``torch.compile``'s ``backend=``: dftracer's Dynamo backend, an event per FX op

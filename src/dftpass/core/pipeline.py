@@ -84,6 +84,8 @@ class AnnotateResult:
     timings: list[PassTiming]
     n_files: int
     out: Path | None = None
+    #: lines the command prints under its summary (the tracing budget's decision)
+    headlines: list[str] = attrs.field(factory=list)
 
     def changed(self) -> list[FileResult]:
         return [f for f in self.files.values() if f.changed]
@@ -236,6 +238,9 @@ def _annotate(root: Path, config: Config, mode: str, passes: Iterable[str] | Non
         ctx.timings.append(PassTiming("(apply edits: libcst)", time.perf_counter() - start))
 
     result = AnnotateResult(mode, project.root, pipeline, files, ctx.findings, ctx.timings, len(project.files))
+    budget = ctx.cached("overhead")
+    if budget is not None and budget.describe():
+        result.headlines.append(budget.describe())
     log.info("planned", mode=mode, edits=len(result.edits()), files_changed=len(result.changed()),
              findings=len(result.findings))
     call_hook(manager.pm, "dftpass_run_finished", ctx=ctx, result=result)

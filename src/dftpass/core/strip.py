@@ -400,7 +400,10 @@ class _Strip(cst.CSTTransformer):
         """``if <dftracer's DFTRACER_ENABLE>:`` holding only dftracer updates (``--all``)."""
         if not self.strip_all or not isinstance(stmt, cst.If) or stmt.orelse is not None or self.fs is None:
             return False
-        if recognize(self.fs, _code(stmt.test)) != "env.DFTRACER_ENABLE":
+        test = stmt.test
+        if isinstance(test, cst.BooleanOperation) and isinstance(test.operator, cst.And):
+            test = test.left  # ``if env.DFTRACER_ENABLE and step % k == 0:`` (the tracing budget)
+        if recognize(self.fs, _code(test)) != "env.DFTRACER_ENABLE":
             return False
         body = stmt.body.body if isinstance(stmt.body, cst.IndentedBlock) else [stmt.body]
         return all(isinstance(line, (cst.SimpleStatementLine, cst.SimpleStatementSuite))

@@ -55,7 +55,7 @@ class BatchLoop(Pass):
     id = "ML-R6"
     title = "Batch loop"
     kind = PassKind.TRANSFORM
-    requires = ("loops",)
+    requires = ("loops", "overhead")
     tags = ("pipeline", "dataloader")
 
     VALID = [
@@ -184,8 +184,11 @@ class BatchLoop(Pass):
                 for p in facts.producers:
                     producers.setdefault(p, f"{fs.relpath}:{loop.line}")
             elif facts.wraps_iterable and not facts.wrapped_by:
+                # the tracing budget (--step-time) may leave out the loop body's event
+                body = "" if ctx.analysis("overhead").loop_body else ", include_block=False"
                 ctx.add_edit(fs.relpath, WrapIter(self.id, loop.line, f"batch loop: {facts.reason}", loop.stmt,
-                                                  names.iter_callee("dataloader.fetch"), depth=facts.wrap_depth))
+                                                  names.iter_callee("dataloader.fetch"), depth=facts.wrap_depth,
+                                                  extra=body))
                 if loop.has_break and ctx.mode != "validate":
                     ctx.report(Finding(self.id, "the loop can `break`: the iteration that breaks is not "
                                        "recorded (dftracer writes an iteration's fetch.iter/fetch.block events "

@@ -64,7 +64,7 @@ class StepMetadata(Pass):
     id = "ML-R8"
     title = "Step and epoch metadata"
     kind = PassKind.TRANSFORM
-    requires = ("loops", "frameworks")
+    requires = ("loops", "frameworks", "overhead")
     after = ("ML-R6", "ML-R3")
     tags = ("pipeline", "metadata")
 
@@ -179,7 +179,8 @@ class StepMetadata(Pass):
                                                    facts.loop.stmt, step))
             if step is None:
                 continue  # a while loop that counts nothing: no step to tell
-            self._insert(ctx, graph, facts, self._subtrees, step=step, epoch=self._epoch(loops, graph, facts))
+            self._insert(ctx, graph, facts, self._subtrees, step=step, epoch=self._epoch(loops, graph, facts),
+                         every=ctx.analysis("overhead").update_every)
 
     @staticmethod
     def _has_update(graph, facts: LoopFacts) -> bool:
@@ -191,12 +192,13 @@ class StepMetadata(Pass):
         return any(c.loops and c.loops[-1] == facts.loop.index and c.method == "update"
                    and (recognize(fs, c.callee) or "").rpartition(".")[2] == "update" for c in fn.calls)
 
-    def _insert(self, ctx, graph, facts: LoopFacts, subtrees: list[str], **values) -> None:
+    def _insert(self, ctx, graph, facts: LoopFacts, subtrees: list[str], every: int = 1, **values) -> None:
         fs = graph.file_of(facts.function)
         names = ctx.names(fs.relpath)
         code = names.subtree_update(subtrees, **values)
         if facts.kind == "batch":  # once a step: nothing to do with tracing off
-            code = names.when_tracing(code)
+            # the tracing budget (--step-time) may ask for one update every k steps
+            code = names.when_tracing(code, every=f"{values['step']} % {every} == 0" if every > 1 else "")
         ctx.add_edit(fs.relpath, InsertBefore(self.id, facts.loop.line, f"{facts.kind} metadata: {code}",
                                               facts.loop.body_first, code, take_comments=False))
 
