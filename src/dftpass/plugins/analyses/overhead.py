@@ -93,19 +93,24 @@ def decide(step_time_s: float | None, budget: float) -> Granularity:
     allowed = budget * step_time_s * 1e6
     fetch = COST_US["fetch.iter"]
     loop_body = True
-    # 1. the update every k-th step: the least k that fits what is left of the budget
-    rest = allowed - fetch - compute
-    every = 1 if rest >= COST_US["update"] else \
-        MAX_UPDATE_EVERY if rest <= 0 else min(MAX_UPDATE_EVERY, math.ceil(COST_US["update"] / rest))
-    # 2. then the loop body's event
+    # 1. the update every k-th step, the least k that fits what the regions leave
+    every = _update_every(allowed - fetch - compute)
+    # 2. then the loop body's event, and k again for what that frees
     if fetch + compute + COST_US["update"] / every > allowed:
         loop_body = False
         fetch -= COST_US["fetch.body"]
-        rest = allowed - fetch - compute
-        every = 1 if rest >= COST_US["update"] else \
-            MAX_UPDATE_EVERY if rest <= 0 else min(MAX_UPDATE_EVERY, math.ceil(COST_US["update"] / rest))
+        every = _update_every(allowed - fetch - compute)
     kept = fetch + compute + COST_US["update"] / every
     return Granularity(every, loop_body, step_time_s, budget, full, kept)
+
+
+def _update_every(left_us: float) -> int:
+    """How seldom the update must run to cost at most ``left_us`` a step."""
+    if left_us >= COST_US["update"]:
+        return 1
+    if left_us <= 0:
+        return MAX_UPDATE_EVERY
+    return min(MAX_UPDATE_EVERY, math.ceil(COST_US["update"] / left_us))
 
 
 class OverheadAnalysis(Pass):
