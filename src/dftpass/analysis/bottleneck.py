@@ -55,7 +55,8 @@ STALLED, HIDDEN, SERIAL, JUDGE_NOT = "stalled", "hidden", "serial", "cannot-judg
 #: what to do about each reason the overlap cannot be judged
 REMEDIES = {
     "no-loader": "the program has no DataLoader: batches come from the training process itself, so no loading "
-                 "can run beside compute; the wait for data is still measured (fetch.iter) and judged as a stall",
+                 "can run beside compute; the loop's wait for each batch is still measured, and the phase table "
+                 "shows it",
     "spawn-untraced": "let dftpass add its worker_init_fn (ML-R21, `dftpass run`), or start tracing in the "
                       "workers' own worker_init_fn",
     "few-events": "a process's trace is dropped when it records fewer than 3 events: give each worker more to "

@@ -72,6 +72,24 @@ def accounting_lines(t: dict | None) -> list[str]:
     return lines
 
 
+def io_lines(a: dict) -> list[str]:
+    """The I/O the trace holds: the intercepted calls when there are any (dftracer records
+    them under DFTRACER_DATA_DIR only: "read 0 B" of a run that set none would be false),
+    and the I/O regions the annotation placed, with the bytes they measured."""
+    io = a["io"]
+    if any(c["cat"] in ("POSIX", "STDIO") for c in a["categories"]):
+        out = [f"I/O (POSIX/STDIO): read {human_bytes(io['read_bytes'])}{_bandwidth_text(io['read_bandwidth'])}, "
+               f"wrote {human_bytes(io['write_bytes'])}, {_iops_text(io)}, {io['metadata_ops']} metadata calls"]
+    else:
+        out = ["I/O (POSIX/STDIO): not traced (dftracer intercepts the calls on files under DFTRACER_DATA_DIR: "
+               "`dftpass trace --data-dir DIR`)"]
+    regions = [r for r in a["top"] if ".io." in r["name"] or r["name"].startswith("io.")]
+    if regions:
+        out.append("I/O regions: " + ", ".join(
+            f"{r['name']} {r['count']}" + (f" ({human_bytes(r['bytes'])})" if r.get("bytes") else "") for r in regions))
+    return out
+
+
 def pct(x: float | None) -> str:
     return "-" if x is None else f"{100 * x:.1f}%"
 
@@ -225,11 +243,7 @@ def text(a: dict, top: int = 12, verbose: bool = False) -> str:
         lines += [""] + [f"  {line}" for line in _cause_lines(a)]
     if verbose:
         lines += _detail_tables(a, top)
-    io = a["io"]
-    lines += ["", _overlap_line(a["overlap"]),
-              f"I/O (POSIX/STDIO): read {human_bytes(io['read_bytes'])}{_bandwidth_text(io['read_bandwidth'])}, "
-              f"wrote {human_bytes(io['write_bytes'])}, {_iops_text(io)}, "
-              f"{io['metadata_ops']} metadata calls"]
+    lines += ["", _overlap_line(a["overlap"]), *io_lines(a)]
     lines += _findings_lines(a, diagnosis_shown=True)
     if a["proposals"]:
         lines += ["", "proposals (app / system impact %, weighted), the first answers the top cause:"]

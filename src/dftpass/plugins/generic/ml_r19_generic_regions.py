@@ -172,13 +172,13 @@ from dftracer.python import dft_fn
 import numpy as np
 from abc import ABC, abstractmethod
 from torch.utils.data import DataLoader, Dataset
+dlp = dft_fn("train", name="train")
 
 
 class Reader(ABC):
     @abstractmethod
     def read(self, index):
         raise NotImplementedError
-dlp = dft_fn("train", name="train")
 
 
 class NpyReader(Reader):
@@ -318,8 +318,7 @@ class GenericRegions(Pass):
         # function that builds the loader is)
         Case(_LOADER_RUNS[0].replace('np.load(f"{index}.npy")', "self.cache[index]"),
              _LOADER_RUNS[1].replace('np.load(f"{index}.npy")', "self.cache[index]")
-             .replace('dlp = dft_fn("train", name="train")\n', "").replace("    @dlp.log\n    def read", "    def read")
-             .replace("        return self.reader.read(index)\n", '        return self.reader.read(index)\ndlp = dft_fn("train", name="train")\n')),
+             .replace("    @dlp.log\n    def read", "    def read")),
         Case(
             # a model's construction is one region: its blocks' constructors are part of it
             'import torch\nfrom torch import nn\n\n\nclass Block(nn.Module):\n    def __init__(self, width):\n'
@@ -333,12 +332,12 @@ class GenericRegions(Pass):
             '        for block in self.blocks:\n            nn.init.zeros_(block.norm.bias)\n'
             '        self.head = nn.Linear(width, 1)\n        self.out = nn.Identity()\n\n\ndef main():\n'
             "    Net(4, 8)\n\n\nif __name__ == \"__main__\":\n    main()\n",
-            'from dftracer.python import dft_fn\nimport torch\nfrom torch import nn\n\n\n'
+            'from dftracer.python import dft_fn\nimport torch\nfrom torch import nn\ndlp = dft_fn("train", name="train")\n\n\n'
             'class Block(nn.Module):\n    def __init__(self, width):\n        super().__init__()\n'
             '        self.layers = nn.ModuleList([nn.Linear(width, width) for _ in range(4)])\n'
             '        for layer in self.layers:\n            nn.init.normal_(layer.weight)\n'
             '            nn.init.zeros_(layer.bias)\n        self.norm = nn.LayerNorm(width)\n'
-            "        self.drop = nn.Dropout(0.1)\ndlp = dft_fn(\"train\", name=\"train\")\n\n\n"
+            "        self.drop = nn.Dropout(0.1)\n\n\n"
             'class Net(nn.Module):\n    @dlp.log_init\n    def __init__(self, depth, width):\n'
             '        super().__init__()\n'
             '        self.blocks = nn.ModuleList([Block(width) for _ in range(depth)])\n'
@@ -441,6 +440,7 @@ class GenericRegions(Pass):
             if first_top is None or top < first_top:
                 first_top = top
         if first_top is not None and logger is None:
+            first_top = _logger_place(fs, first_top)
             ctx.add_edit(relpath, InsertBefore(self.id, top_level_line(fs, first_top),
                                                f"one generic logger for {relpath}", first_top,
                                                names.module_logger(cat), take_comments=False))
@@ -486,6 +486,17 @@ def _trivial(fn: FunctionSummary) -> bool:
     (an abstract method's placeholder, an accessor). A constructor that only runs its base's
     is not: the base's work is the object's."""
     return fn.n_stmts <= 1 and all(c.callee == "NotImplementedError" for c in fn.calls)
+
+
+def _logger_place(fs: FileSummary, first_decorated: tuple) -> tuple:
+    """Where the module's logger goes: before the first top-level ``def`` or ``class`` after
+    the imports (DLIO's ``dlp = Profile(...)`` under its imports), not between two classes
+    deep in the file; never after the first function it decorates."""
+    anchor = fs.import_anchor or 0
+    tops = [fn.stmt[:1] for fn in fs.functions if len(fn.stmt) == 1] + \
+           [cs.stmt[:1] for cs in fs.classes if len(cs.stmt) == 1]
+    tops = [t for t in tops if t and t[0][0] == "body" and t[0][1] >= anchor]
+    return min([*tops, first_decorated], key=lambda t: t[0][1])
 
 
 def _module_name(fs: FileSummary) -> str:

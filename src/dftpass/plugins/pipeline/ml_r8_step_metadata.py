@@ -23,7 +23,11 @@ class StepMetadata(Pass):
         Inserts ``ai.compute.update(step=S, epoch=E); ai.dataloader.update(step=S, epoch=E);
         ai.device.update(step=S, epoch=E)`` as the first statement of every batch loop (and
         ``ai.comm.update(...)`` in a distributed project): the subtrees whose events a step
-        writes in the training process.
+        writes in the training process. A batch loop that runs inside another loop's step
+        (an evaluation every N training steps) gets none: the step stays the training
+        step's, instead of the evaluation's last batch index tagging the step's later events.
+        With a tracing budget (``--step-time``) the update may run every k-th step only
+        (docs/performance.md, "The tracing budget").
         ``S`` is the loop's ``enumerate`` index, or its variable when it counts the steps
         itself (``for i in range(n)``, ``for batch_idx in itertools.count(1)``); a loop
         without one is enumerated
@@ -64,7 +68,7 @@ class StepMetadata(Pass):
     id = "ML-R8"
     title = "Step and epoch metadata"
     kind = PassKind.TRANSFORM
-    requires = ("loops", "frameworks", "overhead")
+    requires = ("loops", "frameworks", "overhead", "cost")
     after = ("ML-R6", "ML-R3")
     tags = ("pipeline", "metadata")
 
@@ -72,6 +76,20 @@ class StepMetadata(Pass):
         "def f(model, items):\n    for i, x in enumerate(items):\n        model(x)\n",
     ]
     INVALID = [
+        # an evaluation run inside a training step (nanoGPT's estimate_loss every N steps) keeps
+        # the training step: its own batch index would stay on the step's later events
+        Case("import torch\n\n\ndef get_batch():\n    return torch.randn(4, 8)\n\n\n@torch.no_grad()\n"
+             "def estimate_loss(model):\n    out = 0.0\n    for k in range(5):\n"
+             "        out += model(get_batch()).sum().item()\n    return out\n\n\ndef train(model, opt):\n"
+             "    for it in range(100):\n        if it % 20 == 0:\n            print(estimate_loss(model))\n"
+             "        loss = model(get_batch()).sum()\n        loss.backward()\n        opt.step()\n",
+             "from dftracer.python import ai, env as _dft_env\nimport torch\n\n\ndef get_batch():\n"
+             "    return torch.randn(4, 8)\n\n\n@torch.no_grad()\ndef estimate_loss(model):\n    out = 0.0\n"
+             "    for k in range(5):\n        out += model(get_batch()).sum().item()\n    return out\n\n\n"
+             "def train(model, opt):\n    for it in range(100):\n        if _dft_env.DFTRACER_ENABLE:\n"
+             "            ai.compute.update(step=it); ai.dataloader.update(step=it); ai.device.update(step=it)\n"
+             "        if it % 20 == 0:\n            print(estimate_loss(model))\n"
+             "        loss = model(get_batch()).sum()\n        loss.backward()\n        opt.step()\n"),
         Case(
             # the counter counted every iteration is the step, not one counted under a
             # condition before it (DLIO's ``block += 1`` after a checkpoint)
@@ -165,9 +183,15 @@ class StepMetadata(Pass):
         for facts in loops.of_kind("epoch"):
             if facts.int_var and not self._has_update(graph, facts):
                 self._insert(ctx, graph, facts, [], epoch=facts.int_var)
+        costs = ctx.analysis("cost")
         for facts in loops.of_kind("batch"):
             if self._has_update(graph, facts) or facts.yields_batches:
                 continue  # a generator handing batches on: its consumer's loop counts the steps
+            if costs.of(facts.function).hot == "step":
+                # a loop that runs inside another loop's step (nanoGPT's and makemore's
+                # evaluation every N steps): its batch index would stay on the training step's
+                # later events; the training loop's step is the one to keep
+                continue
             if any(self._has_update(graph, f) for feeder in facts.feeders for f in loops.loops_of(feeder)
                    if f.yields_batches):
                 continue  # the generator that feeds the loop tells the step already
