@@ -240,7 +240,10 @@ class GenericRegions(Pass):
         method, and each constructor of the family, gets a region unless its body is a
         placeholder (``pass``, ``return x``, ``raise NotImplementedError``). One that runs
         per sample gets it only when the interface reads files (an ``open`` that loads a
-        file pays for its ~13 µs event; a ``get`` that indexes memory does not). Never given one: the constructor of a model's block (the model's own
+        file pays for its ~13 µs event; a ``get`` that indexes memory does not). The
+        interfaces of a model's parts (a module class, or a class a module builds: an
+        attention, a router, an MoE dispatcher) get none: they run per layer and per
+        micro-batch, which the call graph cannot count. Never given one: the constructor of a model's block (the model's own
         constructor is the region that building it gets) and a ``def`` inside a module-level
         loop (a new function every iteration: LBFGS's closure).
 
@@ -291,6 +294,12 @@ class GenericRegions(Pass):
     VALID = [
         # the interface's ``step`` attribute is None while the object is used: never decorated
         Case(_INTERFACE[0].replace("self.step = 1", "self.step = None")),
+        # an interface of a model's parts (a router, an attention): they run per layer and per
+        # micro-batch, which the call graph cannot count; the compute regions time the model
+        Case("import torch\nfrom abc import ABC, abstractmethod\nfrom torch import nn\n\n\n"
+             "class Router(nn.Module, ABC):\n    @abstractmethod\n    def route(self, x):\n        pass\n\n\n"
+             "class TopK(Router):\n    def route(self, x):\n        return torch.topk(x, 2)\n\n\ndef main():\n"
+             "    TopK().route(torch.randn(4))\n" + _MAIN),
         # a ``step`` parameter given None by a caller: dft_fn.log would raise
         Case("import numpy as np\nfrom abc import ABC, abstractmethod\n\n\nclass Reader(ABC):\n    @abstractmethod\n"
              "    def open(self, name, step):\n        pass\n\n\nclass NpyReader(Reader):\n"
@@ -466,6 +475,8 @@ def interface_methods(graph) -> dict[str, Seam]:
         if not abstract:
             continue
         members = [class_id, *graph.subclasses(class_id)]
+        if any(_inside_a_model(graph, cid) for cid in members):
+            continue
         ids = [f"{graph.classes[cid][0].relpath}::{graph.classes[cid][1].methods[name]}"
                for cid in members if cid in graph.classes
                for name in (*sorted(abstract), "__init__") if name in graph.classes[cid][1].methods]
@@ -474,6 +485,21 @@ def interface_methods(graph) -> dict[str, Seam]:
         for fid in ids:
             out.setdefault(fid, Seam(cs.qualname, reads))
     return out
+
+
+def _inside_a_model(graph, class_id: str) -> bool:
+    """A model's part: a module class (an attention, a router), or a class a module builds
+    (Megatron's MoE token dispatcher, made in the MoE layer's constructor). Its methods run
+    per layer and per micro-batch, which the call graph cannot count (a model's calls go
+    through attributes set from configuration): the compute regions time the model, and a
+    generic region on each of its parts would write an event per layer."""
+    if class_id not in graph.classes or graph.is_module_class(class_id):
+        return class_id in graph.classes
+    for builder in graph.instantiated_in.get(class_id, ()):
+        owner = graph.class_of_method(builder) if builder in graph.functions else None
+        if owner is not None and owner in graph.classes and graph.is_module_class(owner):
+            return True
+    return False
 
 
 def _is_abstract(fs: FileSummary, qualname: str) -> bool:
