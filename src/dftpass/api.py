@@ -54,7 +54,8 @@ from dftpass.core.values import kind as origin_kind, subject as origin_subject
 from dftpass.plugins.analyses.collectives import WAITS as COLLECTIVE_WAITS, Collective, CollectiveSites
 from dftpass.plugins.analyses.compiled import PYTHON_BRIDGES, normalize as normalize_compiler
 from dftpass.plugins.knowledge import (
-    NO_GRAD, CheckpointPlan, DATASET_BASES, HANDLE_NAME, LOSS_NAME, MODEL_FACTORIES, MODEL_NAME, OPENERS, Handles, built_by_factory,
+    NO_GRAD, CheckpointPlan, DATASET_BASES, HANDLE_NAME, LOSS_NAME, MODEL_FACTORIES, MODEL_NAME, OPENERS, Handles,
+    backward_then_step, built_by_factory,
     call_chain, calls_at, data_path, dataset_sample_readers, does_io, evaluated_by_callers,
     evaluates, is_backward, is_compute_step, is_library_layer, is_model_call, is_optimizer, is_optimizer_step,
     is_top_level_model, model_classes, per_sample_functions, run_by_loaders, run_inside, sample_readers, sibling,
@@ -93,7 +94,7 @@ __all__ = [
     # library knowledge and recognisers
     "COLLECTIVE_WAITS", "CheckpointPlan", "Collective", "CollectiveSites", "DATASET_BASES", "HANDLE_NAME", "Handles",
     "LOSS_NAME", "MODEL_FACTORIES", "MODEL_NAME", "NO_GRAD", "OPENERS",
-    "PYTHON_BRIDGES", "built_by_factory", "call_chain", "calls_at", "data_path",
+    "PYTHON_BRIDGES", "backward_then_step", "built_by_factory", "call_chain", "calls_at", "data_path",
     "dataset_sample_readers", "does_io", "evaluated_by_callers", "evaluates", "is_backward", "is_compute_step",
     "is_library_layer", "is_model_call", "is_optimizer", "is_optimizer_step", "is_top_level_model",
     "model_classes", "normalize_compiler", "per_sample_functions", "run_by_loaders", "run_inside", "sample_readers",

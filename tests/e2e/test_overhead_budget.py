@@ -36,13 +36,23 @@ def test_the_update_is_spaced_first_and_just_enough():
     assert decide(0.002, 0.03).update_every == 1  # 60 µs allowed: everything fits
 
 
-def test_a_short_step_also_loses_the_body_event_and_the_floor_is_said():
+def test_a_short_step_loses_the_body_event_and_folds_backward_with_the_step():
+    """1 ms: 30 µs allowed. Without the body event and with backward and step in one region
+    the regions take 10.8 + 16 µs, so the update can run every 6th step (15.9 / 6 = 2.6)."""
     g = decide(0.001, 0.03)
-    assert g.update_every == MAX_UPDATE_EVERY and not g.loop_body
-    assert g.kept_us == pytest.approx(FULL_US - COST_US["fetch.body"] - COST_US["update"] * (1 - 1 / MAX_UPDATE_EVERY))
+    assert (g.update_every, g.loop_body, g.fold_backward_step) == (6, False, True)
+    assert g.kept_us == pytest.approx(FULL_US - COST_US["fetch.body"] - COST_US["compute"]
+                                      - COST_US["update"] * (1 - 1 / 6))
     text = g.describe()
-    assert "coarsened: the step's metadata update every 64 steps, no loop-body event (fetch.block)" in text
-    assert "still over the budget" in text and "(5.9%)" in text and "(3.5%)" in text
+    assert ("coarsened: the step's metadata update every 6 steps, no loop-body event (fetch.block), the backward "
+            "pass and the optimizer step in one region (ai.compute) -> 29.5 µs (2.9%)") in text
+    assert "still over" not in text
+
+
+def test_below_the_floor_the_plan_says_so():
+    g = decide(0.0005, 0.03)
+    assert g.update_every == MAX_UPDATE_EVERY and g.fold_backward_step
+    assert "still over the budget: the floor is the wait for each batch and the 2 compute regions" in g.describe()
 
 
 def test_a_larger_budget_coarsens_less():
@@ -67,7 +77,9 @@ def test_plan_says_what_it_coarsened_and_why(cli, torch_basic):
     assert r.code == 0
     assert "overhead: budget 3.0% of a 1 ms step = 30.0 µs; every region 58.7 µs (5.9%); coarsened:" in r.err
     assert "ai.dataloader.fetch.iter(loader, include_block=False)" in r.out
-    assert "if _dft_env.DFTRACER_ENABLE and step % 64 == 0:" in r.out
+    assert "if _dft_env.DFTRACER_ENABLE and step % 6 == 0:" in r.out
+    assert "+        ai.compute.start()\n         loss.backward()\n         optimizer.step()\n+        ai.compute.stop()" \
+        in r.out
     plain = cli("plan", torch_basic)
     assert "overhead:" not in plain.err and "include_block" not in plain.out
     with pytest.raises(SystemExit) as usage:  # not a step time: a usage error
@@ -99,7 +111,9 @@ def test_the_budgeted_program_computes_the_same_and_writes_fewer_events(budgeted
     plain, budget = counts["plain"], counts["budget"]
     assert plain[("dataloader", "fetch.block")] > 0 and budget[("dataloader", "fetch.block")] == 0
     assert budget[("dataloader", "fetch.iter")] == plain[("dataloader", "fetch.iter")] > 0  # every wait kept
-    for region in ("forward", "backward", "step"):  # the compute the overlap needs
-        assert budget[("compute", region)] == plain[("compute", region)] > 0
+    # the compute the overlap needs: the forward, and backward and step folded into one region
+    assert budget[("compute", "forward")] == plain[("compute", "forward")] > 0
+    assert budget[("compute", "compute")] == plain[("compute", "step")] == plain[("compute", "backward")] > 0
+    assert budget[("compute", "backward")] == budget[("compute", "step")] == 0
     assert sum(budget.values()) < sum(plain.values())
 

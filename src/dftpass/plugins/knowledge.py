@@ -176,6 +176,21 @@ def calls_at(fn: FunctionSummary, path: StmtPath | None) -> list[CallSite]:
     return [c for c in fn.calls if path is not None and c.stmt == path]
 
 
+def backward_then_step(graph: CallGraph, fs: FileSummary, fn: FunctionSummary) -> list[tuple[CallSite, CallSite]]:
+    """(backward, optimizer step) statement pairs of one block, the backward first
+    (``loss.backward()`` ... ``optimizer.step()``): the span one region can cover when the
+    tracing budget folds the two."""
+    backwards = [c for c in fn.calls if c.stmt_kind == "expr" and is_backward(c)]
+    steps = [c for c in fn.calls if c.stmt_kind == "expr" and is_optimizer_step(graph, fs, fn, c)]
+    pairs = []
+    for b in backwards:
+        later = [s for s in steps if s.stmt[:-1] == b.stmt[:-1] and s.stmt[-1][0] == b.stmt[-1][0]
+                 and s.stmt[-1][1] > b.stmt[-1][1]]
+        if later:
+            pairs.append((b, min(later, key=lambda s: s.stmt[-1][1])))
+    return pairs
+
+
 # -- program and resolution knowledge ---------------------------------------------------------
 
 #: the libraries dftpass knows out of the box, by kind (see hookspecs.dftpass_knowledge);

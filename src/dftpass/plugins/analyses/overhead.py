@@ -13,13 +13,17 @@ first, until the prediction fits:
 1. the metadata update every k-th step (the step numbers of the other steps' events are
    then those of the last update: still ordered, coarser);
 2. no loop-body event (``fetch.iter(..., include_block=False)``): the wait for each batch
-   is kept, the body's time is the gap between two waits.
+   is kept, the body's time is the gap between two waits;
+3. the backward pass and the optimizer step in one region (``ai.compute`` from the backward
+   statement through the step: ML-R7 leaves the backward alone, ML-R4 spans both), where
+   they are statements of one block; the forward keeps its own.
 
-What is left (the wait and the compute regions the overlap analysis needs) is the floor:
+What is left (the wait, the forward and the folded region, which the overlap analysis needs
+as compute) is the floor:
 when even that exceeds the budget, the plan says so with the figures. With no step time the
 full placement stays and nothing is predicted: the cost depends on a number dftpass does not
 know. The rules read the decision (:class:`Granularity`) from here: ML-R8 guards its update,
-ML-R6 leaves out the body event.
+ML-R6 leaves out the body event, ML-R7 and ML-R4 fold backward and step.
 """
 
 from __future__ import annotations
@@ -51,6 +55,8 @@ class Granularity:
     update_every: int = 1
     #: whether the batch loop writes its body's event (``fetch.block``)
     loop_body: bool = True
+    #: whether the backward pass and the optimizer step share one region
+    fold_backward_step: bool = False
     #: the step time the decision was made for (s); None: not known, nothing decided
     step_time_s: float | None = None
     budget: float = 0.03
@@ -65,6 +71,8 @@ class Granularity:
             out.append(f"the step's metadata update every {self.update_every} steps")
         if not self.loop_body:
             out.append("no loop-body event (fetch.block)")
+        if self.fold_backward_step:
+            out.append("the backward pass and the optimizer step in one region (ai.compute)")
         return out
 
     def describe(self) -> str:
@@ -79,8 +87,9 @@ class Granularity:
             return head + ": within the budget, nothing coarsened"
         text = f"{head}; coarsened: {', '.join(self.coarsened)} -> {self.kept_us:.1f} µs ({kept:.1%})"
         if kept > self.budget:
+            regions = COMPUTE_REGIONS - (1 if self.fold_backward_step else 0)
             text += (f"; still over the budget: the floor is the wait for each batch and the "
-                     f"{COMPUTE_REGIONS} compute regions the overlap analysis needs")
+                     f"{regions} compute regions the overlap analysis needs")
         return text
 
 
@@ -100,8 +109,13 @@ def decide(step_time_s: float | None, budget: float) -> Granularity:
         loop_body = False
         fetch -= COST_US["fetch.body"]
         every = _update_every(allowed - fetch - compute)
+    # 3. then the backward pass and the optimizer step in one region
+    fold = fetch + compute + COST_US["update"] / every > allowed
+    if fold:
+        compute -= COST_US["compute"]
+        every = _update_every(allowed - fetch - compute)
     kept = fetch + compute + COST_US["update"] / every
-    return Granularity(every, loop_body, step_time_s, budget, full, kept)
+    return Granularity(every, loop_body, fold, step_time_s, budget, full, kept)
 
 
 def _update_every(left_us: float) -> int:

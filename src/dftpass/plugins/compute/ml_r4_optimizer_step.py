@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from dftpass.api import (
-    calls_at, Case, InsertAfter, InsertBefore, is_backward, is_node, is_optimizer_step, Pass, PassKind, sibling,
+    backward_then_step, calls_at, Case, InsertAfter, InsertBefore, is_backward, is_node, is_optimizer_step, Pass,
+    PassKind, sibling,
 )
 
 #: in-place tensor methods a hand-written optimizer applies to each parameter
@@ -22,7 +23,10 @@ class OptimizerStep(Pass):
         (``scheduler.step()``) are not optimizers. A hand-written update is a step too: a
         loop over ``model.parameters()`` that changes each parameter in place (``p.data.add_(-lr
         * p.grad)``) in a function that runs a backward pass gets the same two lines around
-        the loop.
+        the loop. When the tracing budget asks for it (``--step-time`` on short steps,
+        docs/performance.md), a backward statement and the step after it in the same block
+        share one region instead: ``ai.compute.start()`` before the backward,
+        ``ai.compute.stop()`` after the step (ML-R7 then leaves the backward alone).
 
     Why:
         The step is where the weights are updated; with forward and backward it completes
@@ -44,7 +48,7 @@ class OptimizerStep(Pass):
     id = "ML-R4"
     title = "Optimizer step"
     kind = PassKind.TRANSFORM
-    requires = ("callgraph",)
+    requires = ("callgraph", "overhead")
     frameworks = ("pytorch",)
     tags = ("compute",)
 
@@ -80,8 +84,10 @@ class OptimizerStep(Pass):
 
     def run(self, ctx) -> None:
         graph = ctx.analysis("callgraph")
+        fold = ctx.analysis("overhead").fold_backward_step
         self._manual_updates(ctx, graph)
         for fs, fn in graph.functions.values():
+            spans = {s.stmt: b for b, s in backward_then_step(graph, fs, fn)} if fold else {}
             for call in fn.calls:
                 if call.stmt_kind != "expr" or not is_optimizer_step(graph, fs, fn, call):
                     continue
@@ -90,6 +96,13 @@ class OptimizerStep(Pass):
                         any(is_node(fs, w, "compute.step") for w in call.withs):
                     continue
                 names = ctx.names(fs.relpath)
+                if call.stmt in spans:  # the tracing budget: one region from the backward through the step
+                    backward = spans[call.stmt]
+                    why = f"backward pass and optimizer step {call.callee}() in one region (tracing budget)"
+                    ctx.add_edit(fs.relpath, InsertBefore(self.id, backward.line, why, backward.stmt,
+                                                          names.start("compute")))
+                    ctx.add_edit(fs.relpath, InsertAfter(self.id, call.line, why, call.stmt, names.stop("compute")))
+                    continue
                 why = f"optimizer step {call.callee}()"
                 ctx.add_edit(fs.relpath, InsertBefore(self.id, call.line, why, call.stmt,
                                                       names.start("compute.step")))

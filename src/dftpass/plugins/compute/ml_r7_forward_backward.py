@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from dftpass.api import (
-    built_by_factory, Case, Finding, function_region, has_region, is_backward, is_compute_step, is_library_layer,
-    is_model_call, is_node, is_optimizer_step, is_top_level_model, model_classes, Pass, PassKind, Severity,
+    backward_then_step, built_by_factory, Case, Finding, function_region, has_region, is_backward, is_compute_step,
+    is_library_layer, is_model_call, is_node, is_optimizer_step, is_top_level_model, model_classes, Pass, PassKind, Severity,
     step_calls, trains, WrapStmt,
 )
 
@@ -66,7 +66,7 @@ class ForwardBackward(Pass):
     id = "ML-R7"
     title = "Forward and backward"
     kind = PassKind.TRANSFORM
-    requires = ("callgraph", "loops", "compiled")
+    requires = ("callgraph", "loops", "compiled", "overhead")
     # a framework plugin's step rule times its compiled steps first (with what they need:
     # ML-R14 waits for jax's result); a second region of the node there is refused
     after = ("ML-R12", "ML-R13", "ML-R14")
@@ -242,9 +242,12 @@ class ForwardBackward(Pass):
 
     # -- backward -----------------------------------------------------------------------------
     def _backward(self, ctx, graph) -> None:
+        fold = ctx.analysis("overhead").fold_backward_step
         for fs, fn in graph.functions.values():
+            # the tracing budget folds a backward with the optimizer step after it: ML-R4's region
+            folded = {b.stmt for b, _ in backward_then_step(graph, fs, fn)} if fold else set()
             for call in fn.calls:
-                if call.stmt_kind != "expr" or not is_backward(call):
+                if call.stmt_kind != "expr" or not is_backward(call) or call.stmt in folded:
                     continue
                 if any(is_node(fs, w, "compute.backward") for w in call.withs):
                     continue
