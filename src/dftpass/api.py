@@ -56,7 +56,7 @@ from dftpass.plugins.analyses.compiled import PYTHON_BRIDGES, normalize as norma
 from dftpass.plugins.knowledge import (
     NO_GRAD, CheckpointPlan, DATASET_BASES, HANDLE_NAME, LOSS_NAME, MODEL_FACTORIES, MODEL_NAME, OPENERS, Handles,
     backward_then_step, built_by_factory,
-    call_chain, calls_at, data_path, dataset_sample_readers, does_io, evaluated_by_callers,
+    call_chain, calls_at, data_path, dataset_sample_readers, does_io, evaluated_by_callers, in_compute_span,
     evaluates, is_backward, is_compute_step, is_library_layer, is_model_call, is_optimizer, is_optimizer_step,
     is_top_level_model, model_classes, per_sample_functions, run_by_loaders, run_inside, sample_readers, sibling,
     step_calls,
@@ -95,7 +95,8 @@ __all__ = [
     "COLLECTIVE_WAITS", "CheckpointPlan", "Collective", "CollectiveSites", "DATASET_BASES", "HANDLE_NAME", "Handles",
     "LOSS_NAME", "MODEL_FACTORIES", "MODEL_NAME", "NO_GRAD", "OPENERS",
     "PYTHON_BRIDGES", "backward_then_step", "built_by_factory", "call_chain", "calls_at", "data_path",
-    "dataset_sample_readers", "does_io", "evaluated_by_callers", "evaluates", "is_backward", "is_compute_step",
+    "dataset_sample_readers", "does_io", "evaluated_by_callers", "evaluates", "in_compute_span", "is_backward",
+    "is_compute_step",
     "is_library_layer", "is_model_call", "is_optimizer", "is_optimizer_step", "is_top_level_model",
     "model_classes", "normalize_compiler", "per_sample_functions", "run_by_loaders", "run_inside", "sample_readers",
     "sibling",

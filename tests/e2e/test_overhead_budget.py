@@ -87,6 +87,14 @@ def test_plan_says_what_it_coarsened_and_why(cli, torch_basic):
     assert usage.value.code == 2
 
 
+def test_a_second_annotation_of_the_budgeted_copy_changes_nothing(budgeted, cli):
+    """With or without the step time: a folded backward and step is timed (inside the
+    ``ai.compute`` span), a sparse update is an update, a loop without its body event is wrapped."""
+    for how in ((), ("--step-time", "0.001")):
+        r = cli("plan", budgeted / "budget", *how)
+        assert r.code == 0 and r.out.strip() == "", (how, r.out)
+
+
 def test_the_budgeted_copy_strips_back_to_the_original(budgeted, cli):
     for how in ((), ("--all",)):
         out = budgeted / f"stripped{len(how)}"

@@ -191,6 +191,25 @@ def backward_then_step(graph: CallGraph, fs: FileSummary, fn: FunctionSummary) -
     return pairs
 
 
+def in_compute_span(fs: FileSummary, fn: FunctionSummary, call: CallSite) -> bool:
+    """Whether the call's statement sits between an ``ai.compute.start()`` and the
+    ``ai.compute.stop()`` after it in the same block (the tracing budget's folded backward
+    and step): it is timed, and a second annotation must not add its own region."""
+    block, (field, index) = call.stmt[:-1], call.stmt[-1]
+    opened = False
+    for c in sorted(fn.calls, key=lambda c: c.stmt):
+        if c.stmt[:-1] != block or c.stmt[-1][0] != field:
+            continue
+        position = c.stmt[-1][1]
+        if position < index and is_node(fs, c.callee, "compute", "start"):
+            opened = True
+        elif position < index and is_node(fs, c.callee, "compute", "stop"):
+            opened = False
+        elif position > index and opened and is_node(fs, c.callee, "compute", "stop"):
+            return True
+    return False
+
+
 # -- program and resolution knowledge ---------------------------------------------------------
 
 #: the libraries dftpass knows out of the box, by kind (see hookspecs.dftpass_knowledge);

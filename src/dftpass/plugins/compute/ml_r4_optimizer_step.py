@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from dftpass.api import (
-    backward_then_step, calls_at, Case, InsertAfter, InsertBefore, is_backward, is_node, is_optimizer_step, Pass,
-    PassKind, sibling,
+    backward_then_step, calls_at, Case, in_compute_span, InsertAfter, InsertBefore, is_backward, is_node,
+    is_optimizer_step, Pass, PassKind, sibling,
 )
 
 #: in-place tensor methods a hand-written optimizer applies to each parameter
@@ -93,7 +93,7 @@ class OptimizerStep(Pass):
                     continue
                 before = calls_at(fn, sibling(call.stmt, -1))
                 if any(is_node(fs, c.callee, "compute.step", "start") for c in before) or \
-                        any(is_node(fs, w, "compute.step") for w in call.withs):
+                        any(is_node(fs, w, "compute.step") for w in call.withs) or in_compute_span(fs, fn, call):
                     continue
                 names = ctx.names(fs.relpath)
                 if call.stmt in spans:  # the tracing budget: one region from the backward through the step

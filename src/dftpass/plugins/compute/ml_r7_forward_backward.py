@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from dftpass.api import (
-    backward_then_step, built_by_factory, Case, Finding, function_region, has_region, is_backward, is_compute_step,
-    is_library_layer, is_model_call, is_node, is_optimizer_step, is_top_level_model, model_classes, Pass, PassKind, Severity,
-    step_calls, trains, WrapStmt,
+    backward_then_step, built_by_factory, Case, Finding, function_region, has_region, in_compute_span, is_backward,
+    is_compute_step, is_library_layer, is_model_call, is_node, is_optimizer_step, is_top_level_model, model_classes,
+    Pass, PassKind, Severity, step_calls, trains, WrapStmt,
 )
 
 
@@ -247,7 +247,8 @@ class ForwardBackward(Pass):
             # the tracing budget folds a backward with the optimizer step after it: ML-R4's region
             folded = {b.stmt for b, _ in backward_then_step(graph, fs, fn)} if fold else set()
             for call in fn.calls:
-                if call.stmt_kind != "expr" or not is_backward(call) or call.stmt in folded:
+                if call.stmt_kind != "expr" or not is_backward(call) or call.stmt in folded \
+                        or in_compute_span(fs, fn, call):
                     continue
                 if any(is_node(fs, w, "compute.backward") for w in call.withs):
                     continue
