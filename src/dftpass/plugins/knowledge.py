@@ -917,8 +917,10 @@ def loads_state(graph: CallGraph, function_id: str, index: int, saver_classes: s
     """Whether ``x = torch.load(f)`` (call ``index``) reads model state, not data: what it reads
     flows into ``load_state_dict`` (``model.load_state_dict(torch.load(f))``, ``sd =
     ckpt["model"]`` then ``model.load_state_dict(sd)``); or the function is a method of a class
-    that also saves state (DLIO's ``load_state``); or it returns what it read to a caller that
-    calls ``load_state_dict``. Never in a data set (its ``__getitem__`` reads samples)."""
+    that also saves state (DLIO's ``load_state``); or it binds a model the same code saved whole
+    (``torch.save(model, f)`` ... ``model = torch.load(f)``); or it returns what it read to a
+    caller that calls ``load_state_dict``. Never in a data set (its ``__getitem__`` reads
+    samples)."""
     if _dataset_method(graph, function_id):
         return False
     fs, fn = graph.functions[function_id]
@@ -927,6 +929,11 @@ def loads_state(graph: CallGraph, function_id: str, index: int, saver_classes: s
         return True
     class_id = graph.class_of_method(function_id)
     if class_id is not None and saver_classes & set(graph.mro(class_id)):
+        return True
+    # ``model = torch.load(f)`` where the same code saved the whole model (``torch.save(model,
+    # f)``: word_language_model restores its best model so): the model comes back
+    saved = {c.args[0] for c in fn.calls if c.args and c.args[0] and graph.qualify(fs, c.callee) == "torch.save"}
+    if set(call.assigned_to) & saved and any(_is_model(graph, function_id, t) for t in call.assigned_to):
         return True
     tracked = set(call.assigned_to)
     for item in sorted([*fn.calls, *fn.assigns], key=lambda x: x.line):

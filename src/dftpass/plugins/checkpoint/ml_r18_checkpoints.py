@@ -102,6 +102,22 @@ class CheckpointRegions(Pass):
         "    return AutoModelForCausalLM.from_pretrained('gpt2')\n",
     ]
     INVALID = [
+        # a script that saves the whole model when it improves, and loads it back at the end
+        # (word_language_model): the load binds the model it saved, a restart
+        Case("import torch\n\nmodel = torch.nn.Linear(4, 1)\nbest = None\nfor epoch in range(3):\n"
+             "    loss = model(torch.randn(8, 4)).sum()\n    loss.backward()\n"
+             "    if best is None or loss.item() < best:\n        best = loss.item()\n"
+             '        with open("model.pt", "wb") as f:\n            torch.save(model, f)\n'
+             'with open("model.pt", "rb") as f:\n    model = torch.load(f, weights_only=False)\n'
+             "print(model(torch.randn(1, 4)))\n",
+             "from dftracer.python import ai\nimport torch\n\nmodel = torch.nn.Linear(4, 1)\nbest = None\n"
+             "for epoch in range(3):\n    loss = model(torch.randn(8, 4)).sum()\n    loss.backward()\n"
+             "    if best is None or loss.item() < best:\n        best = loss.item()\n"
+             '        with open("model.pt", "wb") as f:\n            ai.checkpoint.capture.start()\n'
+             "            torch.save(model, f)\n            ai.checkpoint.capture.stop()\n"
+             'with open("model.pt", "rb") as f:\n    ai.checkpoint.restart.start()\n'
+             "    model = torch.load(f, weights_only=False)\n    ai.checkpoint.restart.stop()\n"
+             "print(model(torch.randn(1, 4)))\n"),
         Case(
             # a base that is built itself keeps the region; its subclass's constructor runs it
             # (the node is not re-entrant: one region per construction)
