@@ -381,6 +381,12 @@ class FileNames:
     def iter_callee(self, path: str) -> str:
         return f"{self.node(path)}.iter"
 
+    @staticmethod
+    def iter_options(body: bool = True) -> str:
+        """The arguments after the iterable of ``X.iter(it, ...)``: none, or no event for the
+        loop's body (the tracing budget's second lever)."""
+        return "" if body else ", include_block=False"
+
     def start(self, path: str) -> str:
         return f"{self.node(path)}.start()"
 

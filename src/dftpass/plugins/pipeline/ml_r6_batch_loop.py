@@ -185,7 +185,7 @@ class BatchLoop(Pass):
                     producers.setdefault(p, f"{fs.relpath}:{loop.line}")
             elif facts.wraps_iterable and not facts.wrapped_by:
                 # the tracing budget (--step-time) may leave out the loop body's event
-                body = "" if ctx.analysis("overhead").loop_body else ", include_block=False"
+                body = names.iter_options(body=ctx.analysis("overhead").loop_body)
                 ctx.add_edit(fs.relpath, WrapIter(self.id, loop.line, f"batch loop: {facts.reason}", loop.stmt,
                                                   names.iter_callee("dataloader.fetch"), depth=facts.wrap_depth,
                                                   extra=body))
