@@ -1,11 +1,12 @@
 """The one libcst transform per file that applies a file's queued edits.
 
-:func:`apply_edits` parses the file with libcst once, resolves the statement paths of the
-edits (:mod:`dftpass.core.edits`), applies every edit in one transform, adds the imports
-once (after the module docstring and ``from __future__`` imports, merged into an existing
-``from dftracer.python import``), and checks that the result compiles. Anything that goes
-wrong leaves the file untouched and says why. Comments and formatting outside the edited
-spots are kept byte for byte: libcst round-trips source exactly.
+:func:`transform` resolves the statement paths of the edits (:mod:`dftpass.core.edits`) in
+a libcst module, applies every edit in one transform and adds the imports once (after the
+module docstring and ``from __future__`` imports, merged into an existing ``from
+dftracer.python import``). :func:`apply_edits` gives it the pieces of the file that hold
+edits (:mod:`dftpass.core.pieces`), or else the whole file, and checks that the result
+compiles. Anything that goes wrong leaves the file untouched and says why. Comments and
+formatting outside the edited spots are kept byte for byte.
 """
 
 from __future__ import annotations
@@ -533,34 +534,48 @@ class Applied:
     error: str | None = None
 
 
+def transform(module: cst.Module, edits: Sequence[Edit], api_imports, std_imports, import_anchor: int,
+              prelude: bool = False) -> cst.Module:
+    """``module`` with ``edits`` applied and the imports added: one-line suites that an edit
+    goes into are expanded first, then one transform visits the nodes on the way to an edit."""
+    owners: set[int] = set()
+    cache: dict[int, list[Entry]] = {}
+    for edit in edits:
+        (node, _), suites = resolve(module, edit_target(edit), cache=cache)
+        owners.update(id(s) for s in suites)
+        if isinstance(edit, WrapBody) and _suite_owner_if_compound(node):  # the edit goes into the body
+            owners.add(id(node))
+    if owners:
+        module = module.visit(_ExpandSuites(owners))
+    return module.visit(_Apply(module, edits, api_imports, std_imports, import_anchor, prelude))
+
+
 def apply_edits(relpath: str, source: bytes, edit_set: EditSet, import_anchor: int) -> Applied:
-    """Apply the queued edits to ``source``; never raises for a problem in the file or edits."""
+    """Apply the queued edits to ``source``; never raises for a problem in the file or edits.
+    Only the top-level statements that hold an edit are regenerated (:mod:`dftpass.core.
+    pieces`); a file that cannot be cut, or whose pieces fail, is transformed whole."""
+    from dftpass.core.pieces import apply_in_pieces
+
     try:
-        module = cst.parse_module(source)
-    except cst.ParserSyntaxError as exc:
-        return Applied(relpath, source, None, error=f"libcst cannot parse the file: {exc.message}")
-    except Exception as exc:  # noqa: BLE001 - an encoding libcst refuses, a recursion limit: never a crash
-        return Applied(relpath, source, None, error=f"libcst cannot parse the file ({type(exc).__name__}: {exc}); "
-                                                     "left untouched")
-    encoding = module.encoding
-    try:
-        owners: set[int] = set()
-        cache: dict[int, list[Entry]] = {}
-        for edit in edit_set.edits:
-            (node, _), suites = resolve(module, edit_target(edit), cache=cache)
-            owners.update(id(s) for s in suites)
-            if isinstance(edit, WrapBody) and _suite_owner_if_compound(node):
-                owners.add(id(node))
-            if isinstance(edit, (InsertBefore, InsertAfter, WrapStmt)) and _suite_owner_if_compound(node):
-                owners.add(id(node))
-        if owners:
-            module = module.visit(_ExpandSuites(owners))
-        transformer = _Apply(module, edit_set.edits, edit_set.api_imports, edit_set.std_imports, import_anchor,
-                             edit_set.import_prelude)
-        new_module = module.visit(transformer)
-        new = keep_original_bytes(source, new_module.bytes)
-    except (EditError, cst.ParserSyntaxError, Exception) as exc:  # noqa: BLE001 - the user's file must survive
-        return Applied(relpath, source, None, encoding, error=f"edits could not be applied: {exc}")
+        new = apply_in_pieces(source, edit_set, import_anchor)
+    except Exception:  # noqa: BLE001 - the whole-file transform below says what is wrong
+        new = None
+    encoding = "utf-8"
+    if new is None:
+        try:
+            module = cst.parse_module(source)
+        except cst.ParserSyntaxError as exc:
+            return Applied(relpath, source, None, error=f"libcst cannot parse the file: {exc.message}")
+        except Exception as exc:  # noqa: BLE001 - an encoding libcst refuses, a recursion limit: never a crash
+            return Applied(relpath, source, None, error=f"libcst cannot parse the file ({type(exc).__name__}: "
+                                                         f"{exc}); left untouched")
+        encoding = module.encoding
+        try:
+            new_module = transform(module, edit_set.edits, edit_set.api_imports, edit_set.std_imports,
+                                   import_anchor, edit_set.import_prelude)
+            new = keep_original_bytes(source, new_module.bytes)
+        except (EditError, cst.ParserSyntaxError, Exception) as exc:  # noqa: BLE001 - the user's file must survive
+            return Applied(relpath, source, None, encoding, error=f"edits could not be applied: {exc}")
     try:
         compile(new, relpath, "exec", dont_inherit=True)
     except (SyntaxError, ValueError) as exc:
