@@ -54,7 +54,7 @@ from dftpass.core.values import kind as origin_kind, subject as origin_subject
 from dftpass.plugins.analyses.collectives import WAITS as COLLECTIVE_WAITS, Collective, CollectiveSites
 from dftpass.plugins.analyses.compiled import PYTHON_BRIDGES, normalize as normalize_compiler
 from dftpass.plugins.knowledge import (
-    NO_GRAD, CheckpointPlan, DATASET_BASES, HANDLE_NAME, LOSS_NAME, MODEL_FACTORIES, MODEL_NAME, OPENERS, Handles,
+    NO_GRAD, CheckpointPlan, HANDLE_NAME, LOSS_NAME, MODEL_FACTORIES, MODEL_NAME, OPENERS, Handles,
     backward_then_step, built_by_factory,
     call_chain, calls_at, data_path, dataset_sample_readers, does_io, evaluated_by_callers, in_compute_span,
     evaluates, is_backward, is_compute_step, is_library_layer, is_model_call, is_optimizer, is_optimizer_step,
@@ -92,7 +92,7 @@ __all__ = [
     "CallSite", "Entry", "FileSummary", "FunctionSummary", "LoopFacts", "MODULE_SCOPE", "StmtPath", "fid",
     "origin_kind", "origin_subject", "split_of",
     # library knowledge and recognisers
-    "COLLECTIVE_WAITS", "CheckpointPlan", "Collective", "CollectiveSites", "DATASET_BASES", "HANDLE_NAME", "Handles",
+    "COLLECTIVE_WAITS", "CheckpointPlan", "Collective", "CollectiveSites", "HANDLE_NAME", "Handles",
     "LOSS_NAME", "MODEL_FACTORIES", "MODEL_NAME", "NO_GRAD", "OPENERS",
     "PYTHON_BRIDGES", "backward_then_step", "built_by_factory", "call_chain", "calls_at", "data_path",
     "dataset_sample_readers", "does_io", "evaluated_by_callers", "evaluates", "in_compute_span", "is_backward",

@@ -66,3 +66,55 @@ def test_an_unknown_kind_of_knowledge_names_the_plugin(cli, project, tmp_path, m
     r = cli("plan", project({"train.py": TRAIN}), "--set", "plugins.load=[bad_knowledge]")
     assert r.code == 3
     assert "plugin 'bad_knowledge' gives knowledge of unknown kind 'loaders'" in r.err
+
+
+DATA_PLUGIN = '''
+from dftpass.core.hookspecs import hookimpl
+
+
+@hookimpl
+def dftpass_knowledge():
+    return {"dataset_bases": ["fancylib.data.Source"]}
+'''
+
+DATA_TRAIN = '''import numpy as np
+import torch
+from fancylib.data import Source
+
+
+class Shards(Source):
+    def __init__(self, paths):
+        self.paths = paths
+
+    def __len__(self):
+        return len(self.paths)
+
+    def __getitem__(self, i):
+        return np.load(self.paths[i])
+
+
+def train(model, paths, opt):
+    data = Shards(paths)
+    for i in range(len(data)):
+        model(torch.as_tensor(data[i])).sum().backward()
+        opt.step()
+
+
+if __name__ == "__main__":
+    train(torch.nn.Linear(4, 1), ["a.npy"], None)
+'''
+
+
+def test_a_plugin_s_data_set_base_makes_its_items_timed(cli, project, tmp_path, monkeypatch):
+    """Data set bases are knowledge served through the hook, not a table inside a rule:
+    ML-R9 times the ``__getitem__`` of a class whose base only the plugin knows."""
+    (tmp_path / "data_src").mkdir()
+    (tmp_path / "data_src" / "source_knowledge.py").write_text(DATA_PLUGIN)
+    monkeypatch.syspath_prepend(str(tmp_path / "data_src"))
+    root = project({"train.py": DATA_TRAIN})
+    without = cli("plan", root, "--no-diff")
+    assert "ML-R9" not in without.out, without.out
+    with_plugin = cli("plan", root, "--no-diff", "--set", "plugins.load=[source_knowledge]")
+    sys.modules.pop("source_knowledge", None)
+    assert with_plugin.code == 0, with_plugin.err
+    assert "train.py:13: ML-R9" in with_plugin.out, with_plugin.out

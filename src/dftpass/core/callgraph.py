@@ -74,6 +74,11 @@ class ResolutionHints:
     #: base classes of the models a framework's own loop calls (``LightningModule``): in a
     #: project that has such models, the other modules are their parts
     loop_models: tuple[str, ...] = ()
+    #: base classes of map-style data sets (``torch.utils.data.Dataset``): a data loader
+    #: calls their ``__getitem__`` once per sample
+    dataset_bases: tuple[str, ...] = ()
+    #: base classes of iterable data sets (``IterableDataset``): a data loader iterates them
+    iterable_dataset_bases: tuple[str, ...] = ()
     values: ValueHints = attrs.field(factory=ValueHints)
     #: what a training step looks like beyond PyTorch's ``backward()`` / ``optimizer.step()``
     #: (``dftpass_knowledge``: ``gradient_calls``, ``optimizer_calls``, ``optimizer_methods``)

@@ -81,6 +81,11 @@ def dftpass_knowledge() -> dict[str, list[str]]:
     * ``transparent_wrappers``: calls that iterate what they wrap (``"tqdm"``);
     * ``loader_names``: regular expressions of names (last component) that hold a loader
       when value flow cannot tell (``"(^|_)ds$"``: ``train_ds`` in TensorFlow code);
+    * ``dataset_bases``: base classes of map-style data sets, whose ``__getitem__`` a data
+      loader calls once per sample (``"torch.utils.data.Dataset"``): ML-R9 times it, the
+      cost model counts it per sample, and the programs analysis follows it from the loader;
+    * ``iterable_dataset_bases``: base classes of data sets a loader iterates
+      (``"IterableDataset"``);
     * ``compilers``: qualified decorators or calls that compile the function they get, so
       that its Python body does not run per call (``"jax.jit"``, ``"tensorflow.function"``):
       no rule places a region on or in such a function (the caller is timed instead);

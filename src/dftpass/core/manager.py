@@ -158,7 +158,7 @@ def hook_results(pm: pluggy.PluginManager, name: str, **kwargs) -> list[tuple[st
 KNOWLEDGE_KINDS = ("module_bases", "module_base_prefixes", "module_call_methods", "process_launchers",
                    "process_keywords", "loader_factories", "loader_modules", "transparent_wrappers",
                    "compilers", "gradient_calls", "optimizer_calls", "optimizer_methods", "loop_models",
-                   "loader_names")
+                   "loader_names", "dataset_bases", "iterable_dataset_bases")
 
 
 class PluginError(Exception):

@@ -236,6 +236,8 @@ BUILTIN_KNOWLEDGE: dict[str, list[str]] = {
     "optimizer_methods": ["step"],
     "loop_models": [],
     "loader_names": [],
+    "dataset_bases": ["Dataset", "data.Dataset", "torch.utils.data.Dataset", "MapDataPipe"],
+    "iterable_dataset_bases": ["IterableDataset", "IterDataPipe"],
 }
 
 
@@ -251,6 +253,8 @@ def resolution_hints(knowledge: dict[str, tuple[str, ...]] | None = None) -> Res
         module_base_prefixes=tuple(knowledge["module_base_prefixes"]),
         module_call_methods=tuple(knowledge["module_call_methods"]),
         loop_models=tuple(knowledge.get("loop_models", ())),
+        dataset_bases=tuple(knowledge.get("dataset_bases", ())),
+        iterable_dataset_bases=tuple(knowledge.get("iterable_dataset_bases", ())),
         training=TrainingHints(gradient_calls=frozenset(knowledge.get("gradient_calls", ())),
                                optimizer_calls=frozenset(knowledge.get("optimizer_calls", ())),
                                optimizer_methods=frozenset(knowledge.get("optimizer_methods", ("step",)))),
@@ -439,10 +443,6 @@ def unwrappable(fs: FileSummary, fn: FunctionSummary, call: CallSite) -> str | N
 
 # -- the data path: the functions that produce samples --------------------------------------------
 
-#: bases of map-style data sets
-DATASET_BASES = ("Dataset", "data.Dataset", "torch.utils.data.Dataset", "MapDataPipe")
-
-
 def classes_given_to_loaders(graph: CallGraph) -> set[str]:
     """Project classes whose instances are the first argument of a ``DataLoader(...)``."""
     out = set()
@@ -470,7 +470,7 @@ def run_by_loaders(graph: CallGraph, reach: set[str]) -> set[str]:
     loader_args = classes_given_to_loaders(graph)
     for class_id, (fs, cs) in graph.classes.items():
         built = graph.instantiated_in.get(class_id, set()) & reach
-        if built and (class_id in loader_args or graph.has_base(class_id, (*DATASET_BASES, "IterableDataset"))):
+        if built and (class_id in loader_args or graph.has_base(class_id, (*graph.hints.dataset_bases, *graph.hints.iterable_dataset_bases))):
             starts |= {f"{fs.relpath}::{cs.methods[m]}" for m in LOADER_PROTOCOL if m in cs.methods}
     for function_id in reach:
         fs, fn = graph.functions.get(function_id, (None, None))
@@ -510,7 +510,7 @@ def dataset_sample_readers(graph: CallGraph) -> list[tuple[str, str, set[str]]]:
     for class_id, (fs, cs) in graph.classes.items():
         if "__getitem__" not in cs.methods:
             continue
-        if not graph.has_base(class_id, DATASET_BASES) and class_id not in loader_args:
+        if not graph.has_base(class_id, graph.hints.dataset_bases) and class_id not in loader_args:
             continue
         getitem_id = f"{fs.relpath}::{cs.methods['__getitem__']}"
         out.append((cs.name, getitem_id, sample_readers(graph, getitem_id)))

@@ -64,9 +64,6 @@ CHEAP_METHODS = frozenset({"add_argument", "add_argument_group", "add_mutually_e
                            "join", "split", "strip", "startswith", "endswith", "replace", "isinstance", "len",
                            "str", "int", "float", "bool", "range", "enumerate", "zip", "getattr", "setattr",
                            "hasattr", "min", "max", "sorted", "list", "dict", "tuple", "set", "super"})
-#: the ``__getitem__`` of these bases runs per sample
-DATASET_BASES = ("Dataset", "data.Dataset", "torch.utils.data.Dataset", "IterableDataset", "MapDataPipe",
-                 "IterDataPipe")
 SAMPLE_KEYWORDS = ("collate_fn", "transform", "target_transform", "transforms")
 
 
@@ -136,7 +133,7 @@ def _sample_roots(graph: CallGraph) -> dict[str, str]:
     handed to a loader as ``collate_fn`` or to a data set as a transform."""
     roots: dict[str, str] = {}
     for class_id, (fs, cs) in graph.classes.items():
-        if "__getitem__" in cs.methods and graph.has_base(class_id, DATASET_BASES):
+        if "__getitem__" in cs.methods and graph.has_base(class_id, (*graph.hints.dataset_bases, *graph.hints.iterable_dataset_bases)):
             method = f"{fs.relpath}::{cs.methods['__getitem__']}"
             roots[method] = method
     for function_id, (fs, fn) in graph.functions.items():

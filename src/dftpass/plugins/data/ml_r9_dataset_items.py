@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dftpass.api import (
-    Case, DATASET_BASES, dataset_sample_readers, Finding, function_region, has_region, Pass, PassKind,
+    Case, dataset_sample_readers, Finding, function_region, has_region, Pass, PassKind,
     per_sample_functions, sample_readers, Severity,
 )
 # the recognisers live in knowledge.py (ML-R25 and ML-R27 need the same data path); the names
