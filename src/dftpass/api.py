@@ -54,7 +54,7 @@ from dftpass.core.values import kind as origin_kind, subject as origin_subject
 from dftpass.plugins.analyses.collectives import WAITS as COLLECTIVE_WAITS, Collective, CollectiveSites
 from dftpass.plugins.analyses.compiled import PYTHON_BRIDGES, normalize as normalize_compiler
 from dftpass.plugins.knowledge import (
-    NO_GRAD, CheckpointPlan, HANDLE_NAME, LOSS_NAME, MODEL_FACTORIES, MODEL_NAME, OPENERS, Handles,
+    CheckpointPlan, HANDLE_NAME, LOSS_NAME, MODEL_NAME, OPENERS, Handles, facts,
     backward_then_step, built_by_factory,
     call_chain, calls_at, data_path, dataset_sample_readers, does_io, evaluated_by_callers, in_compute_span,
     evaluates, is_backward, is_compute_step, is_library_layer, is_model_call, is_optimizer, is_optimizer_step,
@@ -93,7 +93,7 @@ __all__ = [
     "origin_kind", "origin_subject", "split_of",
     # library knowledge and recognisers
     "COLLECTIVE_WAITS", "CheckpointPlan", "Collective", "CollectiveSites", "HANDLE_NAME", "Handles",
-    "LOSS_NAME", "MODEL_FACTORIES", "MODEL_NAME", "NO_GRAD", "OPENERS",
+    "LOSS_NAME", "MODEL_NAME", "OPENERS", "facts",
     "PYTHON_BRIDGES", "backward_then_step", "built_by_factory", "call_chain", "calls_at", "data_path",
     "dataset_sample_readers", "does_io", "evaluated_by_callers", "evaluates", "in_compute_span", "is_backward",
     "is_compute_step",

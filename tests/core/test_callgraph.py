@@ -8,14 +8,15 @@ from dftpass.core.config import DEFAULT_EXCLUDE
 from dftpass.core.loops import LoopAnalysis, LoopOptions
 from dftpass.plugins.analyses.loops import with_knowledge
 from dftpass.core.project import Project
-from dftpass.plugins.knowledge import BUILTIN_KNOWLEDGE, does_step, resolution_hints
+from dftpass.plugins.knowledge import does_step, resolution_hints
+from dftpass.plugins.library import builtin_knowledge
 
 
 def analyse(root):
     project = Project.discover(root, ["**/*.py"], DEFAULT_EXCLUDE)
     project.load(max_bytes=1_000_000)
     graph = build_callgraph(project.summaries(), project.console_scripts(), resolution_hints())
-    return graph, LoopAnalysis(graph, with_knowledge(LoopOptions(), BUILTIN_KNOWLEDGE), emitter.recognize,
+    return graph, LoopAnalysis(graph, with_knowledge(LoopOptions(), builtin_knowledge()), emitter.recognize,
                                lambda function_id, loops: does_step(graph, function_id, loops)).run()
 
 

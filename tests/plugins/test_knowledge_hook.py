@@ -118,3 +118,67 @@ def test_a_plugin_s_data_set_base_makes_its_items_timed(cli, project, tmp_path, 
     sys.modules.pop("source_knowledge", None)
     assert with_plugin.code == 0, with_plugin.err
     assert "train.py:13: ML-R9" in with_plugin.out, with_plugin.out
+
+
+CKPT_PLUGIN = '''
+from dftpass.core.hookspecs import hookimpl
+
+
+@hookimpl
+def dftpass_knowledge():
+    return {"checkpoint_methods": {"persist_shards": "save"}, "optimizer_classes": ["Muon"]}
+'''
+
+CKPT_TRAIN = '''import torch
+from shardlib import Engine, Muon
+
+
+def train(model, data, engine):
+    tuner = Muon(model.parameters())
+    for x in data:
+        model(x).sum().backward()
+        tuner.step()
+    engine.persist_shards("ckpt/")
+
+
+if __name__ == "__main__":
+    train(torch.nn.Linear(4, 1), [torch.zeros(4)], Engine())
+'''
+
+
+def test_a_plugin_s_checkpoint_method_and_optimizer_class_are_recognised(cli, project, tmp_path, monkeypatch):
+    """Tables of facts (method -> save/load) and lists add up with dftpass's own
+    (plugins/library.toml): the checkpoint region and the optimizer step appear."""
+    (tmp_path / "ckpt_src").mkdir()
+    (tmp_path / "ckpt_src" / "shard_knowledge.py").write_text(CKPT_PLUGIN)
+    monkeypatch.syspath_prepend(str(tmp_path / "ckpt_src"))
+    root = project({"train.py": CKPT_TRAIN})
+    without = cli("plan", root, "--no-diff")
+    assert "ML-R18" not in without.out and "ML-R4" not in without.out, without.out
+    with_plugin = cli("plan", root, "--no-diff", "--set", "plugins.load=[shard_knowledge]")
+    sys.modules.pop("shard_knowledge", None)
+    assert with_plugin.code == 0, with_plugin.err
+    assert "train.py:10: ML-R18" in with_plugin.out, with_plugin.out
+    assert "train.py:9: ML-R4" in with_plugin.out, with_plugin.out
+
+
+def test_a_fact_two_plugins_disagree_on_names_the_plugin():
+    from dftpass.core.manager import PluginError, merge_knowledge
+    from dftpass.plugins.library import builtin_knowledge
+
+    with pytest.raises(PluginError, match=r"plugin 'mine' gives checkpoint_methods\['save_weights'\] = 'load'"):
+        merge_knowledge([("builtin", builtin_knowledge()), ("mine", {"checkpoint_methods": {"save_weights": "load"}})])
+    with pytest.raises(PluginError, match="plugin 'mine' gives knowledge 'checkpoint_methods' as a list"):
+        merge_knowledge([("mine", {"checkpoint_methods": ["save_weights"]})])
+
+
+def test_dftpass_s_own_facts_are_the_data_file_and_name_every_kind():
+    """Every kind the hook accepts is in plugins/library.toml, with the shape the pass
+    manager merges it as, and nothing else is (a fact is data in one place)."""
+    from dftpass.core.manager import KNOWLEDGE_LISTS, KNOWLEDGE_TABLES
+    from dftpass.plugins.library import builtin_knowledge
+
+    own = builtin_knowledge()
+    assert set(own) == set(KNOWLEDGE_LISTS) | set(KNOWLEDGE_TABLES)
+    assert all(isinstance(own[k], list) for k in KNOWLEDGE_LISTS)
+    assert all(isinstance(own[k], dict) for k in KNOWLEDGE_TABLES)

@@ -83,6 +83,9 @@ class ResolutionHints:
     #: what a training step looks like beyond PyTorch's ``backward()`` / ``optimizer.step()``
     #: (``dftpass_knowledge``: ``gradient_calls``, ``optimizer_calls``, ``optimizer_methods``)
     training: TrainingHints = attrs.field(factory=TrainingHints)
+    #: the library facts the recognisers read (:class:`dftpass.plugins.knowledge.Facts`, from
+    #: every plugin's ``dftpass_knowledge``); None: dftpass's own
+    facts: object = None
 
 
 @attrs.define

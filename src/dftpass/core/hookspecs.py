@@ -98,10 +98,21 @@ def dftpass_knowledge() -> dict[str, list[str]]:
       flax's ``"update"``): the receiver must look like an optimizer;
     * ``loop_models``: base classes of the models a framework's own training loop calls
       (``"LightningModule"``): where the project has such models, the other modules are
-      their parts, and only these get a forward region (ML-R7).
+      their parts, and only these get a forward region (ML-R7);
+    * ``optimizer_classes``, ``model_factories``, ``io_calls``, ``log_methods``, ``no_grad``,
+      ``identity_methods``, ``passthrough_calls``, ``load_state_methods``,
+      ``checkpoint_waits``, ``load_result``: lists, explained in plugins/library.toml;
+    * tables (a dict each; keys add up, and a key two plugins give different values is an
+      error): ``framework_phases`` (method -> phase), ``checkpoint_functions`` (qualified
+      call -> ``"save"`` | ``"load"``), ``checkpoint_methods`` and ``accelerator_methods``
+      (method -> ``"save"`` | ``"load"``), ``checkpoint_objects`` (prefix of what builds the
+      receiver -> method -> ``"save"`` | ``"load"``), ``save_object`` (qualified save ->
+      ``[position, keyword]`` of the object saved), ``checkpoint_io_measure`` (qualified
+      call -> how ML-R26 measures its object).
 
-    An unknown kind is an error naming the plugin. Example:
-    ``{"loader_factories": ["PaddleLoader"], "module_bases": ["paddle.nn.Layer"]}``.
+    dftpass's own facts are plugins/library.toml, served by the built-in plugin through this
+    hook. An unknown kind is an error naming the plugin. Example:
+    ``{"loader_factories": ["PaddleLoader"], "checkpoint_methods": {"save_sharded": "save"}}``.
     """
 
 

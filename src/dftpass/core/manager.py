@@ -154,11 +154,44 @@ def hook_results(pm: pluggy.PluginManager, name: str, **kwargs) -> list[tuple[st
     return results
 
 
-#: the kinds of library facts plugins may contribute (hookspecs.dftpass_knowledge)
-KNOWLEDGE_KINDS = ("module_bases", "module_base_prefixes", "module_call_methods", "process_launchers",
+#: the kinds of library facts plugins may contribute (hookspecs.dftpass_knowledge): lists add
+#: up across plugins, tables add keys
+KNOWLEDGE_LISTS = ("module_bases", "module_base_prefixes", "module_call_methods", "process_launchers",
                    "process_keywords", "loader_factories", "loader_modules", "transparent_wrappers",
                    "compilers", "gradient_calls", "optimizer_calls", "optimizer_methods", "loop_models",
-                   "loader_names", "dataset_bases", "iterable_dataset_bases")
+                   "loader_names", "dataset_bases", "iterable_dataset_bases", "model_factories", "io_calls",
+                   "log_methods", "optimizer_classes", "no_grad", "identity_methods", "passthrough_calls",
+                   "load_state_methods", "checkpoint_waits", "load_result")
+KNOWLEDGE_TABLES = ("framework_phases", "checkpoint_functions", "checkpoint_objects", "checkpoint_methods",
+                    "accelerator_methods", "save_object", "checkpoint_io_measure")
+KNOWLEDGE_KINDS = KNOWLEDGE_LISTS + KNOWLEDGE_TABLES
+
+
+def merge_knowledge(given: list[tuple[str, dict]]) -> dict:
+    """``(plugin, facts)`` pairs added up by kind: lists as tuples (each value once), tables as
+    dicts. An unknown kind, a list where a table belongs (or the reverse), and a key two
+    plugins give different values are errors that name the plugin."""
+    out: dict = {k: [] for k in KNOWLEDGE_LISTS} | {k: {} for k in KNOWLEDGE_TABLES}
+    for plugin, facts in given:
+        for kind, values in facts.items():
+            if kind not in out:
+                raise PluginError(f"plugin {plugin!r} gives knowledge of unknown kind {kind!r} "
+                                  f"(kinds: {', '.join(KNOWLEDGE_KINDS)})")
+            if kind in KNOWLEDGE_TABLES:
+                if not isinstance(values, dict):
+                    raise PluginError(f"plugin {plugin!r} gives knowledge {kind!r} as a "
+                                      f"{type(values).__name__}: it is a table (a dict)")
+                for key, value in values.items():
+                    if key in out[kind] and out[kind][key] != value:
+                        raise PluginError(f"plugin {plugin!r} gives {kind}[{key!r}] = {value!r}, another "
+                                          f"plugin {out[kind][key]!r}")
+                    out[kind][key] = value
+            else:
+                if isinstance(values, (str, dict)):
+                    raise PluginError(f"plugin {plugin!r} gives knowledge {kind!r} as a "
+                                      f"{type(values).__name__}: it is a list of strings")
+                out[kind].extend(v for v in values if v not in out[kind])
+    return {k: tuple(v) if k in KNOWLEDGE_LISTS else v for k, v in out.items()}
 
 
 class PluginError(Exception):
@@ -234,16 +267,10 @@ class PassManager:
         return sorted((c for c in self.registry.values() if c.is_rule()), key=lambda c: natural_key(c.id))
 
     @functools.cached_property
-    def knowledge(self) -> dict[str, tuple[str, ...]]:
-        """Every plugin's library facts (``dftpass_knowledge``), added up by kind."""
-        out: dict[str, list[str]] = {k: [] for k in KNOWLEDGE_KINDS}
-        for plugin, facts in hook_results(self.pm, "dftpass_knowledge"):
-            for kind, values in facts.items():
-                if kind not in out:
-                    raise PluginError(f"plugin {plugin!r} gives knowledge of unknown kind {kind!r} "
-                                      f"(kinds: {', '.join(KNOWLEDGE_KINDS)})")
-                out[kind].extend(v for v in values if v not in out[kind])
-        return {k: tuple(v) for k, v in out.items()}
+    def knowledge(self) -> dict:
+        """Every plugin's library facts (``dftpass_knowledge``), added up by kind
+        (:func:`merge_knowledge`)."""
+        return merge_knowledge(hook_results(self.pm, "dftpass_knowledge"))
 
     def framework_markers(self) -> dict[str, list[str]]:
         out: dict[str, list[str]] = {}

@@ -14,7 +14,7 @@ import pkgutil
 import dftpass.plugins
 from dftpass.core.hookspecs import hookimpl
 from dftpass.core.passes import Pass
-from dftpass.plugins.knowledge import BUILTIN_KNOWLEDGE
+from dftpass.plugins.library import builtin_knowledge
 
 
 def discover(package=dftpass.plugins) -> list[type[Pass]]:
@@ -48,4 +48,5 @@ def dftpass_passes():
 
 @hookimpl
 def dftpass_knowledge():
-    return BUILTIN_KNOWLEDGE
+    """dftpass's own library facts: plugins/library.toml."""
+    return builtin_knowledge()

@@ -8,54 +8,34 @@ train?"); they live here once, so that ML-R2 (phases), ML-R4 (optimizer step) an
 from __future__ import annotations
 
 import re
-from typing import Iterator, NamedTuple
+import functools
+from typing import Iterator, Mapping, NamedTuple
 
 import attrs
 
 from dftpass.core.callgraph import CallGraph, ResolutionHints, TrainingHints
 from dftpass.core.emitter import aliases, is_node
+from dftpass.core.manager import merge_knowledge
 from dftpass.core.summary import CallSite, FileSummary, FunctionSummary, StmtPath
 from dftpass.core.values import ValueHints, classes, kind, subject
+from dftpass.plugins.library import builtin_knowledge
 
 OPTIMIZER_NAME = re.compile(r"(?i)^(opt|optim|optimi[sz]er)s?(_\w+)?$|(^|_)optimi[sz]er$|^opt_\w+$")
 SCALER_NAME = re.compile(r"(?i)(^|_)(grad_?)?scaler$")
 SCHEDULER_NAME = re.compile(r"(?i)sched|lr_|warmup")
-OPTIMIZER_CLASSES = {
-    "SGD", "Adam", "AdamW", "Adagrad", "Adadelta", "Adamax", "RMSprop", "Rprop", "LBFGS",
-    "NAdam", "RAdam", "SparseAdam", "ASGD", "LAMB", "Lamb", "FusedAdam", "FusedLAMB", "Adafactor",
-    "ZeroRedundancyOptimizer", "DistributedOptimizer",
-}
-NO_GRAD = ("no_grad", "inference_mode")
-
 #: calls that run one training or evaluation step without showing a backward pass: a
 #: benchmark's simulated ``compute``, a framework's ``train_step`` or ``train_on_batch``
 COMPUTE_STEP = re.compile(
     r"(?i)^(compute|run_step|step_fn|forward_backward(_step)?|"
     r"(train|training|eval|evaluation|validation|val|test|predict)_(step|batch)|"
     r"(train|test|predict)_on_batch)$")
-#: calls that run a whole training (or evaluation) phase inside a framework
-FRAMEWORK_PHASES = {"fit": "train", "fit_generator": "train", "train_on_batch": "train",
-                    "validate": "evaluate", "evaluate": "evaluate", "test": "test"}
 #: receivers of framework phase calls: ``trainer.fit``, ``model.fit`` (Keras)
 PHASE_RECEIVER = re.compile(r"(?i)(^|_)trainer$|^(model|learner|engine|net|keras_model)$")
 #: names of the objects a training step calls as its model (when nothing else tells)
 MODEL_NAME = re.compile(r"(?i)^(model|net|network|module|backbone|encoder|decoder|generator|discriminator|"
                         r"policy|critic|actor|classifier|transformer|gpt|llm|lm)s?(_\w+)?$|_(model|net)$")
-#: calls that build a model whose class the call site cannot tell (a registry, a hub, a
-#: config): even a project's own ``create_model(name)`` is opaque
-MODEL_FACTORIES = frozenset({"create_model", "from_pretrained", "instantiate", "get_model", "build_model",
-                             "load_model", "model_from_name", "create_model_from_config"})
 #: callables that compute a loss: a module, but not the model
 LOSS_NAME = re.compile(r"(?i)loss|criterion|crossentropy")
-#: methods of log sinks (what they are passed is not the function's work)
-LOG_METHODS = frozenset({"debug", "info", "warning", "warn", "error", "exception", "critical", "log", "print",
-                         "output"})
-#: calls that read or write data in the process (for "the function that reads a sample")
-IO_CALLS = {
-    "open", "load", "loads", "fromfile", "frombuffer", "memmap", "imread", "read", "readinto", "read_file",
-    "read_csv", "read_parquet", "read_json", "File", "Image.open", "decode_image", "read_image", "load_image",
-    "get_object", "download_fileobj", "urlopen", "readlines", "read_bytes", "read_text",
-}
 
 
 def _last(text: str) -> str:
@@ -78,7 +58,7 @@ def is_optimizer(graph: CallGraph, fs: FileSummary, fn: FunctionSummary, receive
         return False
     for value in assigned_values(graph, fs, fn, receiver):
         qualified = graph.qualify(fs, value)
-        if ".optim." in qualified or qualified.startswith("optim.") or _last(qualified) in OPTIMIZER_CLASSES:
+        if ".optim." in qualified or qualified.startswith("optim.") or _last(qualified) in facts(graph).optimizer_classes:
             return True
     return bool(OPTIMIZER_NAME.search(last))
 
@@ -148,11 +128,12 @@ def trains(graph: CallGraph, function_id: str, call_filter=None) -> bool:
     return False
 
 
-def evaluates(fn: FunctionSummary) -> bool:
+def evaluates(fn: FunctionSummary, graph: CallGraph | None = None) -> bool:
     """Gradient-free: under ``no_grad``/``inference_mode`` (decorator or ``with``), or calls ``.eval()``."""
-    if any(_last(d) in NO_GRAD for d in fn.decorators):
+    no_grad = facts(graph).no_grad
+    if any(_last(d) in no_grad for d in fn.decorators):
         return True
-    if any(_last(w) in NO_GRAD for w in fn.withs):
+    if any(_last(w) in no_grad for w in fn.withs):
         return True
     return any(c.method == "eval" and not c.args for c in fn.calls)
 
@@ -162,7 +143,8 @@ def evaluated_by_callers(graph, function_id: str) -> bool:
     ``with torch.no_grad():`` (or ``inference_mode``) of its caller (minGPT's
     ``eval_split``, called from a callback under ``no_grad``)."""
     sites = list(graph.call_sites_of(function_id))
-    return bool(sites) and all(any(_last(w) in NO_GRAD for w in call.withs) for _, call in sites)
+    no_grad = facts(graph).no_grad
+    return bool(sites) and all(any(_last(w) in no_grad for w in call.withs) for _, call in sites)
 
 
 def sibling(path: StmtPath, offset: int) -> StmtPath | None:
@@ -212,65 +194,97 @@ def in_compute_span(fs: FileSummary, fn: FunctionSummary, call: CallSite) -> boo
 
 # -- program and resolution knowledge ---------------------------------------------------------
 
-#: the libraries dftpass knows out of the box, by kind (see hookspecs.dftpass_knowledge);
-#: a framework plugin adds its own through the same hook
-BUILTIN_KNOWLEDGE: dict[str, list[str]] = {
-    "module_bases": ["nn.Module", "torch.nn.Module", "LightningModule", "pl.LightningModule"],
-    "module_base_prefixes": ["torch.nn.", "nn."],
-    "module_call_methods": ["forward"],
-    "process_launchers": ["spawn", "start_processes", "Process"],
-    "process_keywords": ["worker_init_fn"],
-    "loader_factories": ["DataLoader", "StatefulDataLoader", "WebLoader", "DALIGenericIterator",
-                         "DALIClassificationIterator", "MpDeviceLoader", "ParallelLoader"],
-    # not torch.utils.data. or datasets.: their Dataset classes are not loaders, and a loop
-    # over a dataset's items would be wrapped as a batch loop (seen on torch's own sources)
-    "loader_modules": ["tensorflow.data.", "tf.data.", "torchdata.", "grain."],
-    "transparent_wrappers": ["tqdm", "track", "prefetch", "as_numpy_iterator"],
-    # compilers are known here, not only by the framework plugins: never placing a region
-    # inside a jitted function is a matter of safety, whichever plugins are on
-    "compilers": ["numba.jit", "numba.njit", "numba.vectorize", "numba.guvectorize", "numba.cfunc",
-                  "numba.cuda.jit", "jax.jit", "jax.pmap", "flax.nnx.jit", "equinox.filter_jit",
-                  "tensorflow.function", "torch.jit.script", "torch.compile", "cython.compile"],
-    "gradient_calls": [],
-    "optimizer_calls": [],
-    "optimizer_methods": ["step"],
-    "loop_models": [],
-    "loader_names": [],
-    "dataset_bases": ["Dataset", "data.Dataset", "torch.utils.data.Dataset", "MapDataPipe"],
-    "iterable_dataset_bases": ["IterableDataset", "IterDataPipe"],
-}
+@attrs.frozen
+class Facts:
+    """The library facts the recognisers read: every plugin's ``dftpass_knowledge``, merged by
+    the pass manager (dftpass's own are plugins/library.toml, where each kind is explained).
+    Reach them with :func:`facts`."""
+
+    optimizer_classes: frozenset[str]
+    model_factories: frozenset[str]
+    io_calls: frozenset[str]
+    log_methods: frozenset[str]
+    no_grad: frozenset[str]
+    loader_factories: frozenset[str]
+    framework_phases: Mapping[str, str]
+    checkpoint_functions: Mapping[str, str]
+    checkpoint_objects: tuple[tuple[str, Mapping[str, str]], ...]
+    checkpoint_methods: Mapping[str, str]
+    accelerator_methods: Mapping[str, str]
+    save_object: Mapping[str, tuple[int, str]]
+    load_result: frozenset[str]
+    checkpoint_io_measure: Mapping[str, str]
+    load_state_methods: frozenset[str]
+    checkpoint_waits: frozenset[str]
+    #: the last names a checkpoint call can have (a quick filter before any lookup)
+    checkpoint_last_names: frozenset[str]
+    #: calls that build what training runs with (an optimizer, a loader, a wrapped model)
+    builders: frozenset[str]
+    #: method names that make a call checkpoint I/O wherever it is (the cost model's and
+    #: ML-R27's test): not ``save`` or ``from_pretrained``, which name other things too
+    checkpoint_method_names: frozenset[str]
+
+    @classmethod
+    def of(cls, knowledge: Mapping) -> "Facts":
+        k = knowledge
+        objects = tuple((prefix, dict(methods)) for prefix, methods in k["checkpoint_objects"].items())
+        factories = frozenset(k["model_factories"])
+        return cls(
+            optimizer_classes=frozenset(k["optimizer_classes"]), model_factories=factories,
+            io_calls=frozenset(k["io_calls"]), log_methods=frozenset(k["log_methods"]),
+            no_grad=frozenset(k["no_grad"]), loader_factories=frozenset(k["loader_factories"]),
+            framework_phases=dict(k["framework_phases"]), checkpoint_functions=dict(k["checkpoint_functions"]),
+            checkpoint_objects=objects, checkpoint_methods=dict(k["checkpoint_methods"]),
+            accelerator_methods=dict(k["accelerator_methods"]),
+            save_object={api: (int(at[0]), str(at[1])) for api, at in k["save_object"].items()},
+            load_result=frozenset(k["load_result"]), checkpoint_io_measure=dict(k["checkpoint_io_measure"]),
+            load_state_methods=frozenset(k["load_state_methods"]), checkpoint_waits=frozenset(k["checkpoint_waits"]),
+            checkpoint_last_names=frozenset({q.rsplit(".", 1)[-1] for q in k["checkpoint_functions"]}
+                                            | set(k["checkpoint_methods"]) | set(k["accelerator_methods"])
+                                            | {m for methods in k["checkpoint_objects"].values() for m in methods}),
+            checkpoint_method_names=frozenset({*k["checkpoint_methods"], *k["accelerator_methods"],
+                                               *k["load_state_methods"], "state_dict"} - {"save", "from_pretrained"}),
+            builders=frozenset({*k["optimizer_classes"], *k["loader_factories"], *k["passthrough_calls"],
+                                *(factories - {"from_pretrained", "load_model"})} - {"iter"}),
+        )
 
 
-def resolution_hints(knowledge: dict[str, tuple[str, ...]] | None = None) -> ResolutionHints:
+@functools.cache
+def _builtin_facts() -> Facts:
+    return Facts.of(merge_knowledge([("builtin", builtin_knowledge())]))
+
+
+def facts(graph: CallGraph | None) -> Facts:
+    """The library facts of this run (every plugin's); dftpass's own for a graph built
+    without the pass manager's knowledge (a test's, a script's)."""
+    found = graph.hints.facts if graph is not None else None
+    return found if found is not None else _builtin_facts()
+
+
+def resolution_hints(knowledge: Mapping | None = None) -> ResolutionHints:
     """What the call graph and value flow cannot read from the project's code: the plugins'
-    ``knowledge`` (:attr:`PassManager.knowledge`; default: dftpass's own) and the value-flow
-    facts below."""
-    knowledge = knowledge if knowledge is not None else BUILTIN_KNOWLEDGE
+    ``knowledge`` (:attr:`PassManager.knowledge`; default: dftpass's own, plugins/library.toml)."""
+    if knowledge is None:
+        knowledge = merge_knowledge([("builtin", builtin_knowledge())])
     return ResolutionHints(
         process_launchers=frozenset(knowledge["process_launchers"]),
         process_keywords=frozenset(knowledge["process_keywords"]),
         module_bases=tuple(knowledge["module_bases"]),
         module_base_prefixes=tuple(knowledge["module_base_prefixes"]),
         module_call_methods=tuple(knowledge["module_call_methods"]),
-        loop_models=tuple(knowledge.get("loop_models", ())),
-        dataset_bases=tuple(knowledge.get("dataset_bases", ())),
-        iterable_dataset_bases=tuple(knowledge.get("iterable_dataset_bases", ())),
-        training=TrainingHints(gradient_calls=frozenset(knowledge.get("gradient_calls", ())),
-                               optimizer_calls=frozenset(knowledge.get("optimizer_calls", ())),
-                               optimizer_methods=frozenset(knowledge.get("optimizer_methods", ("step",)))),
+        loop_models=tuple(knowledge["loop_models"]),
+        dataset_bases=tuple(knowledge["dataset_bases"]),
+        iterable_dataset_bases=tuple(knowledge["iterable_dataset_bases"]),
+        training=TrainingHints(gradient_calls=frozenset(knowledge["gradient_calls"]),
+                               optimizer_calls=frozenset(knowledge["optimizer_calls"]),
+                               optimizer_methods=frozenset(knowledge["optimizer_methods"])),
         values=ValueHints(
-            identity_methods=frozenset({"to", "cuda", "cpu", "train", "eval", "float", "half", "double",
-                                        "bfloat16", "requires_grad_", "share_memory", "to_empty"}),
-            opaque_calls=MODEL_FACTORIES,
-            passthrough_calls=frozenset({
-                "torch.compile", "torch.nn.parallel.DistributedDataParallel", "DistributedDataParallel",
-                "torch.nn.DataParallel", "nn.DataParallel", "DataParallel",
-                "torch.distributed.fsdp.FullyShardedDataParallel", "FullyShardedDataParallel", "FSDP", "DDP",
-                "iter",
-                # a compiled function stands for the function it was given: jax.jit(step)(x)
-                *knowledge["compilers"],
-            }),
+            identity_methods=frozenset(knowledge["identity_methods"]),
+            opaque_calls=frozenset(knowledge["model_factories"]),
+            # a compiled function stands for the function it was given: jax.jit(step)(x)
+            passthrough_calls=frozenset({*knowledge["passthrough_calls"], *knowledge["compilers"]}),
         ),
+        facts=Facts.of(knowledge),
     )
 
 
@@ -278,9 +292,9 @@ def is_compute_step(call: CallSite) -> bool:
     return bool(COMPUTE_STEP.match(call.method)) and call.callee != "step"
 
 
-def framework_phase(call: CallSite) -> str | None:
+def framework_phase(call: CallSite, graph: CallGraph | None = None) -> str | None:
     """``trainer.fit(...)`` -> "train", ``trainer.validate(...)`` -> "evaluate", ..."""
-    phase = FRAMEWORK_PHASES.get(call.method)
+    phase = facts(graph).framework_phases.get(call.method)
     if phase and call.receiver and PHASE_RECEIVER.search(call.receiver.rsplit(".", 1)[-1]):
         return phase
     return None
@@ -312,7 +326,7 @@ def built_by_factory(graph: CallGraph, function_id: str, callee: str) -> bool:
     """Whether the model called as ``callee`` may come from a model factory (registry, hub)."""
     if graph.values is None:
         return False
-    return any(kind(o) == "ext" and subject(o).rstrip("()").rsplit(".", 1)[-1] in MODEL_FACTORIES
+    return any(kind(o) == "ext" and subject(o).rstrip("()").rsplit(".", 1)[-1] in facts(graph).model_factories
                for o in graph.values.of(function_id, callee))
 
 
@@ -399,7 +413,8 @@ def does_io(graph: CallGraph, function_id: str) -> bool:
             continue
         qualified = graph.qualify(fs, call.callee)
         last = qualified.rsplit(".", 1)[-1]
-        if last in IO_CALLS or ".".join(qualified.rsplit(".", 2)[-2:]) in IO_CALLS:
+        io_calls = facts(graph).io_calls
+        if last in io_calls or ".".join(qualified.rsplit(".", 2)[-2:]) in io_calls:
             return True
         if qualified.startswith(("h5py.", "cv2.imread", "PIL.", "imageio.", "tifffile.", "pyarrow.")):
             return True
@@ -598,7 +613,7 @@ def _dispatches_to(graph: CallGraph, function_id: str) -> list[str]:
     fn = graph.fn(function_id)
     returned, other = [], False
     # calls inside a log line's arguments (``logger.debug(f"... {rank()}")``) are not work
-    logged = {c.stmt for c in fn.calls if c.stmt_kind == "expr" and c.method in LOG_METHODS}
+    logged = {c.stmt for c in fn.calls if c.stmt_kind == "expr" and c.method in facts(graph).log_methods}
     for i, call in enumerate(fn.calls):
         targets = [t for t in graph.targets(function_id, i)
                    if not graph.fn(t).is_generator and not graph.fn(t).is_async]
@@ -719,72 +734,15 @@ class Handles:
 
 # -- checkpoints: what ML-R18 (regions) and ML-R26 (I/O phases) agree on ---------------------------
 
-#: library functions that write ("save") or read ("load") model state, by qualified name
-CHECKPOINT_FUNCTIONS: dict[str, str] = {
-    "torch.save": "save", "torch.load": "load",
-    "torch_xla.core.xla_model.save": "save",
-    **{f"torch.distributed.checkpoint.{f}": k for f, k in (
-        ("save", "save"), ("async_save", "save"), ("save_state_dict", "save"),
-        ("load", "load"), ("load_state_dict", "load"))},
-    **{f"safetensors.{fw}.{f}": k for fw in ("torch", "numpy", "flax", "tensorflow", "paddle", "mlx")
-       for f, k in (("save_file", "save"), ("load_file", "load"))},
-    "safetensors.torch.save_model": "save", "safetensors.torch.load_model": "load",
-    "flax.training.checkpoints.save_checkpoint": "save", "flax.training.checkpoints.restore_checkpoint": "load",
-    "tensorflow.train.load_checkpoint": "load",
-    "tensorflow.saved_model.save": "save", "tensorflow.saved_model.load": "load",
-    **{f"{pkg}.{f}": k for pkg in ("keras.models", "keras.saving", "tensorflow.keras.models", "tensorflow.keras.saving",
-                                   "tf_keras.models")
-       for f, k in (("save_model", "save"), ("load_model", "load"))},
-}
-#: library objects whose methods save or load: (qualified prefix of what builds the receiver,
-#: method -> "save" | "load"). ``ocp.CheckpointManager(...)`` is ``orbax.checkpoint.CheckpointManager()``
-CHECKPOINT_OBJECTS: tuple[tuple[str, dict[str, str]], ...] = (
-    ("orbax.checkpoint.", {"save": "save", "restore": "load"}),
-    ("tensorflow.train.Checkpoint(", {"save": "save", "write": "save", "restore": "load", "read": "load"}),
-    ("tensorflow.train.CheckpointManager(", {"save": "save", "restore_or_initialize": "load"}),
-    ("tensorflow.train.Saver(", {"save": "save", "restore": "load"}),
-    ("tensorflow.compat.v1.train.Saver(", {"save": "save", "restore": "load"}),
-    ("accelerate.Accelerator(", {"save_state": "save", "load_state": "load", "save_model": "save", "save": "save"}),
-    ("lightning.", {"save_checkpoint": "save"}),
-    ("pytorch_lightning.", {"save_checkpoint": "save"}),
-    *((prefix, {"save": "save", "save_weights": "save", "load_weights": "load"})
-      for prefix in ("keras.", "tensorflow.keras.", "tf_keras.")),
-)
-#: methods only checkpoint APIs have (a DeepSpeed engine's, a Lightning trainer's, a Keras
-#: model's, a Hugging Face model's), when the project defines no function of that name and the
-#: call is not resolved to a project function; ``from_pretrained`` of a path counts only for a
-#: function's region (at a program's top it builds the model)
-CHECKPOINT_METHODS = {"save_checkpoint": "save", "load_checkpoint": "load", "save_weights": "save",
-                      "load_weights": "load", "save_pretrained": "save", "from_pretrained": "load"}
 #: ``from_pretrained`` receivers that load no model state
 NOT_STATE_PRETRAINED = re.compile(r"(?i)token|processor|config|feature_?extractor|scheduler")
-#: Accelerate's ``accelerator.save_state(dir)`` / ``load_state`` / ``save(obj, f)``
+#: receivers of Accelerate's ``save_state`` / ``load_state`` / ``save`` (Facts.accelerator_methods)
 ACCELERATOR_NAME = re.compile(r"(?i)(^|_)accelerator$")
-ACCELERATOR_METHODS = {"save_state": "save", "load_state": "load", "save": "save"}
-#: saves whose object decides whether they write model state (``torch.save(preds, f)`` does
-#: not): qualified name -> (position, keyword) of the object
-SAVE_OBJECT = {"torch.save": (0, "obj"), "torch_xla.core.xla_model.save": (0, "data"),
-               **{f"safetensors.{fw}.save_file": (0, "tensors")
-                  for fw in ("torch", "numpy", "flax", "tensorflow", "paddle", "mlx")}}
-#: loads whose result decides whether they read model state (``torch.load("data.pt")`` may be data)
-LOAD_RESULT = {"torch.load", *(f"safetensors.{fw}.load_file" for fw in ("torch", "numpy", "flax", "tensorflow",
-                                                                        "paddle", "mlx"))}
-#: how ML-R26 measures the object of a save or load it times (a kind of
-#: :data:`dftpass.core.emitter.IMAGE_SIZE`); other checkpoint calls get no I/O phase
-CHECKPOINT_IO_MEASURE = {"torch.save": "state", "torch.load": "state",
-                         **{f"safetensors.{fw}.{f}": "tensors" for fw in ("torch", "numpy", "flax", "tensorflow",
-                                                                          "paddle", "mlx")
-                            for f in ("save_file", "load_file")}}
 #: methods whose result is model state (``model.state_dict()``, ``accelerator.get_state_dict(m)``,
 #: ``get_model_state_dict(m)``, ``optim_state_dict``, a project's ``get_state()``, RNG states);
 #: not a metric's ``update_state``/``reset_states``
 STATE_METHOD = re.compile(r"(?i)state_?dict|^get_(\w+_)?state$|rng_state|getstate")
-#: calls that restore model state from what was read
-LOAD_STATE_METHODS = frozenset({"load_state_dict", "set_state_dict", "set_model_state_dict",
-                                "set_optimizer_state_dict", "load_state"})
 CHECKPOINT_NODES = {"save": "checkpoint.capture", "load": "checkpoint.restart"}
-#: what an asynchronous checkpointer is told to finish a save with (orbax)
-CHECKPOINT_WAITS = frozenset({"wait_until_finished"})
 
 
 class CheckpointOp(NamedTuple):
@@ -827,11 +785,6 @@ def project_function_names(graph: CallGraph) -> frozenset[str]:
     return frozenset(fn.name for _, fn in graph.functions.values())
 
 
-#: the last names a checkpoint call can have (a quick filter before any lookup)
-_CHECKPOINT_LAST_NAMES = frozenset({q.rsplit(".", 1)[-1] for q in CHECKPOINT_FUNCTIONS} | set(CHECKPOINT_METHODS)
-                                   | set(ACCELERATOR_METHODS) | {m for _, ms in CHECKPOINT_OBJECTS for m in ms})
-
-
 def checkpoint_call(graph: CallGraph, function_id: str, index: int,
                     names: frozenset[str] | None = None) -> tuple[str, str, bool] | None:
     """(``save`` | ``load``, the API as qualified, whether a statement region may time it) if call
@@ -840,33 +793,34 @@ def checkpoint_call(graph: CallGraph, function_id: str, index: int,
     ``names``: :func:`project_function_names` (computed when not given)."""
     fs, fn = graph.functions[function_id]
     call = fn.calls[index]
-    if call.method not in _CHECKPOINT_LAST_NAMES or call.in_comprehension or graph.targets(function_id, index):
+    known = facts(graph)
+    if call.method not in known.checkpoint_last_names or call.in_comprehension or graph.targets(function_id, index):
         return None
     qualified = graph.qualify(fs, call.callee)
-    found = CHECKPOINT_FUNCTIONS.get(qualified)
+    found = known.checkpoint_functions.get(qualified)
     if found:
         return found, qualified, True
     if not call.receiver:
         return None
     method = call.method
     for built in _library_receiver(graph, fs, fn, call.receiver):
-        for prefix, methods in CHECKPOINT_OBJECTS:
+        for prefix, methods in known.checkpoint_objects:
             if built.startswith(prefix) and method in methods:
                 return methods[method], f"{built.rstrip('()')}.{method}", True
     if method in (names if names is not None else project_function_names(graph)):
         return None  # the project's own method of that name, not resolved
-    if method in ACCELERATOR_METHODS and ACCELERATOR_NAME.search(_last(call.receiver)):
-        return ACCELERATOR_METHODS[method], f"accelerate.Accelerator.{method}", True
+    if method in known.accelerator_methods and ACCELERATOR_NAME.search(_last(call.receiver)):
+        return known.accelerator_methods[method], f"accelerate.Accelerator.{method}", True
     if method == "save" and MODEL_NAME.search(_last(call.receiver)) and any(
             m.split(".")[0] in ("keras", "tensorflow", "tf_keras") for m in fs.imported_modules):
         return "save", "keras.Model.save", True  # ``model.save(path)`` of a Keras model
-    if method in CHECKPOINT_METHODS:
+    if method in known.checkpoint_methods:
         if method == "from_pretrained":
             first = call.args[0] if call.args else None
             if not first or first.startswith(("'", '"')) or NOT_STATE_PRETRAINED.search(_last(call.receiver)):
                 return None  # a hub model name, a tokenizer or a configuration: not model state
             return "load", f"{call.callee}", False
-        return CHECKPOINT_METHODS[method], call.callee, True
+        return known.checkpoint_methods[method], call.callee, True
     return None
 
 
@@ -902,7 +856,7 @@ def saves_state(graph: CallGraph, function_id: str, index: int, obj: str | None)
     any_state = any(STATE_METHOD.search(c.method) for c in fn.calls)
     if assigns:
         return any_state or any(a.value and STATE_METHOD.search(_last(a.value)) for a in assigns)
-    return any_state or not evaluates(fn)
+    return any_state or not evaluates(fn, graph)
 
 
 def _dataset_method(graph: CallGraph, function_id: str) -> bool:
@@ -925,7 +879,8 @@ def loads_state(graph: CallGraph, function_id: str, index: int, saver_classes: s
         return False
     fs, fn = graph.functions[function_id]
     call = fn.calls[index]
-    if any(c.stmt == call.stmt and c.method in LOAD_STATE_METHODS for c in fn.calls):
+    load_states = facts(graph).load_state_methods
+    if any(c.stmt == call.stmt and c.method in load_states for c in fn.calls):
         return True
     class_id = graph.class_of_method(function_id)
     if class_id is not None and saver_classes & set(graph.mro(class_id)):
@@ -940,7 +895,7 @@ def loads_state(graph: CallGraph, function_id: str, index: int, saver_classes: s
         if item.line < call.line:
             continue
         if isinstance(item, CallSite):
-            if item.method in LOAD_STATE_METHODS and any(
+            if item.method in load_states and any(
                     _mentions(t, tracked) for t in (*item.args, *(v for _, v in item.keywords))):
                 return True
         elif item.target not in tracked and (_mentions(item.value, tracked) or any(
@@ -948,7 +903,7 @@ def loads_state(graph: CallGraph, function_id: str, index: int, saver_classes: s
             tracked.add(item.target)
     returned = call.stmt_kind == "return" or any(_mentions(r, set(call.assigned_to)) for r in fn.returns if r)
     if returned:
-        return any(c.method in LOAD_STATE_METHODS for caller in graph.callers(function_id)
+        return any(c.method in load_states for caller in graph.callers(function_id)
                    if caller in graph.functions for c in graph.fn(caller).calls)
     return False
 
@@ -960,6 +915,7 @@ def checkpoint_ops(graph: CallGraph, function_id: str, saver_classes: set[str] |
     saves state (:func:`checkpoint_plan` computes them); ``loads=False``: saves only."""
     fs, fn = graph.functions[function_id]
     names = names if names is not None else project_function_names(graph)
+    known = facts(graph)
     out = []
     for i, call in enumerate(fn.calls):
         found = checkpoint_call(graph, function_id, i, names)
@@ -969,17 +925,17 @@ def checkpoint_ops(graph: CallGraph, function_id: str, saver_classes: set[str] |
         if kind_ == "load" and not loads:
             continue
         obj = None
-        if api in SAVE_OBJECT:
-            obj = _arg(call, *SAVE_OBJECT[api])
+        if api in known.save_object:
+            obj = _arg(call, *known.save_object[api])
             if not saves_state(graph, function_id, i, obj):
                 continue
-        elif api in LOAD_RESULT:
+        elif api in known.load_result:
             if not loads_state(graph, function_id, i, saver_classes or set()):
                 continue
             exact = [a for a in fn.assigns if a.stmt == call.stmt and a.value == call.callee + "()"]
             obj = exact[0].target if len(exact) == 1 and len(call.assigned_to) == 1 else None
         shown = call.callee if api.startswith(("keras.Model", "accelerate.")) or "." not in api else api
-        out.append(CheckpointOp(i, kind_, shown, inline, CHECKPOINT_IO_MEASURE.get(api), obj))
+        out.append(CheckpointOp(i, kind_, shown, inline, known.checkpoint_io_measure.get(api), obj))
     return out
 
 
@@ -1040,10 +996,6 @@ class CheckpointPlan:
 #: a function whose job is a checkpoint is short: longer ones (a ``setup()`` that also resumes)
 #: get a statement region around their checkpoint calls instead
 MAX_CHECKPOINT_FUNCTION_STMTS = 30
-#: calls that build what training runs with (an optimizer, a loader, a wrapped model)
-_BUILDERS = frozenset({*OPTIMIZER_CLASSES, *BUILTIN_KNOWLEDGE["loader_factories"], "torch.compile",
-                       "DistributedDataParallel", "DDP", "DataParallel", "FullyShardedDataParallel", "FSDP",
-                       *(MODEL_FACTORIES - {"from_pretrained", "load_model"})})
 
 
 def checkpoint_function(graph: CallGraph, function_id: str, ops: list[CheckpointOp]) -> str | None:
@@ -1061,7 +1013,7 @@ def checkpoint_function(graph: CallGraph, function_id: str, ops: list[Checkpoint
             return "it saves or loads only on some paths (under an `if` or a `try`)"
     for i, call in enumerate(fn.calls):
         qualified = graph.qualify(fs, call.callee)
-        if qualified in _BUILDERS or _last(qualified) in _BUILDERS:
+        if qualified in facts(graph).builders or _last(qualified) in facts(graph).builders:
             return f"it builds what training runs with ({call.callee}())"
         for t in graph.targets(function_id, i):
             owner = graph.class_of_method(t) if t.endswith(".__init__") else t
@@ -1088,7 +1040,7 @@ def checkpoint_plan(graph: CallGraph) -> CheckpointPlan:
     plan = CheckpointPlan()
     names = project_function_names(graph)
     savers: set[str] = set()  # classes with a method that saves state (their loads read state)
-    maybe = [f for f, (_, fn) in graph.functions.items() if any(c.method in _CHECKPOINT_LAST_NAMES for c in fn.calls)]
+    maybe = [f for f, (_, fn) in graph.functions.items() if any(c.method in facts(graph).checkpoint_last_names for c in fn.calls)]
     for function_id in maybe:
         class_id = graph.class_of_method(function_id)
         if class_id and checkpoint_ops(graph, function_id, None, names, loads=False):
@@ -1191,20 +1143,21 @@ def _plan_spans(graph: CallGraph, plan: CheckpointPlan, function_id: str, ops: l
         if op.kind == "save" and call.receiver:
             # an asynchronous save (orbax) ends when the program waits for it, right after
             waits = [c for c in calls_at(fn, sibling(call.stmt, 1))
-                     if c.receiver == call.receiver and c.method in CHECKPOINT_WAITS]
+                     if c.receiver == call.receiver and c.method in facts(graph).checkpoint_waits]
             if waits:
                 last = i + 1
         elif op.kind == "load" and call.assigned_to:
             # to the last statement that uses what was read (or a name taken from it)
             tracked = set(call.assigned_to)
-            last = _last_use(fn, tracked, block, field, i)
+            last = _last_use(fn, tracked, block, field, i, facts(graph).load_state_methods)
             # ``if gpu is None: ckpt = torch.load(p)`` / ``else: ckpt = torch.load(p, map_location=loc)``
             # and the uses after the if/else (pytorch/examples' imagenet): the region is around the
             # if/else and the uses, as both branches load
             holder = block
             while last == i and holder and _loads_in_both_branches(fn, ops, holder, tracked):
                 outer_block, outer_field, outer_i = holder[:-1], holder[-1][0], holder[-1][1]
-                outer_last = _last_use(fn, tracked, outer_block, outer_field, outer_i)
+                outer_last = _last_use(fn, tracked, outer_block, outer_field, outer_i,
+                                       facts(graph).load_state_methods)
                 if outer_last == outer_i:
                     break
                 block, field, first, i, last = outer_block, outer_field, outer_i, outer_i, outer_last
@@ -1264,7 +1217,8 @@ def _plan_spans(graph: CallGraph, plan: CheckpointPlan, function_id: str, ops: l
             plan.covered[(function_id, index)] = span.node
 
 
-def _last_use(fn: FunctionSummary, tracked: set[str], block: StmtPath, field: str, i: int) -> int:
+def _last_use(fn: FunctionSummary, tracked: set[str], block: StmtPath, field: str, i: int,
+              load_states: frozenset[str]) -> int:
     """The index of the last statement after ``i`` in the block that restores from what was read:
     one that uses a ``tracked`` name (``start = ckpt["epoch"]``), or hands a name taken from one
     (``sd = ckpt["model"]``) to ``load_state_dict``. A loop never extends the region (``for epoch
@@ -1285,7 +1239,7 @@ def _last_use(fn: FunctionSummary, tracked: set[str], block: StmtPath, field: st
             derived.add(item.target)
         if block + ((field, j),) in loops:
             continue
-        if direct or (taken and is_call and item.method in LOAD_STATE_METHODS):
+        if direct or (taken and is_call and item.method in load_states):
             last = max(last, j)
     return last
 

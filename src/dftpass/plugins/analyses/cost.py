@@ -28,8 +28,6 @@ defaults).
 
 from __future__ import annotations
 
-import re
-
 import attrs
 
 from dftpass.core.callgraph import CallGraph
@@ -37,7 +35,7 @@ from dftpass.core.loops import LoopAnalysis
 from dftpass.core.passes import Pass, PassKind
 from dftpass.core.summary import FileSummary, FunctionSummary
 from dftpass.core.values import classes
-from dftpass.plugins.knowledge import IO_CALLS, LOG_METHODS, is_backward, is_optimizer_step
+from dftpass.plugins.knowledge import facts, is_backward, is_optimizer_step
 
 #: peer.md's weights, per call of the kind (capped at three calls a kind)
 WEIGHTS = {"io": 30, "checkpoint": 35, "comm": 25, "data": 20, "transfer": 12, "compute": 10}
@@ -48,9 +46,6 @@ MAX_CALL_POINTS = 20
 MAX_SIZE_POINTS = 20
 PER_KIND_CAP = 3
 
-CHECKPOINT_CALLS = re.compile(
-    r"(^|\.)(torch\.(save|load)|save_checkpoint|load_checkpoint|save_pretrained|save_state|load_state|"
-    r"load_state_dict|save_weights|load_weights|save_file|load_file)$")
 COMM_MODULES = ("torch.distributed.", "horovod.", "mpi4py.", "deepspeed.comm.")
 COMM_METHODS = frozenset({"all_reduce", "allreduce", "Allreduce", "broadcast", "bcast", "Bcast", "all_gather",
                           "allgather", "Allgather", "barrier", "Barrier", "reduce_scatter", "all_to_all",
@@ -93,12 +88,13 @@ class Costs:
 def _kind_of_call(graph: CallGraph, fs: FileSummary, fn: FunctionSummary, call) -> str | None:
     qualified = graph.qualify(fs, call.callee)
     last = qualified.rsplit(".", 1)[-1]
-    if CHECKPOINT_CALLS.search(qualified):
+    known = facts(graph)
+    if qualified in known.checkpoint_functions or last in known.checkpoint_method_names:
         return "checkpoint"
     if qualified.startswith(COMM_MODULES) or (last in COMM_METHODS and "." in call.callee
                                               and qualified.split(".", 1)[0] in ("dist", "hvd", "comm", "MPI")):
         return "comm"
-    if last in IO_CALLS and (qualified != call.callee or "." not in call.callee) and last not in ("load", "loads"):
+    if last in known.io_calls and (qualified != call.callee or "." not in call.callee) and last not in ("load", "loads"):
         return "io"
     if qualified in ("numpy.load", "np.load", "json.load", "pickle.load", "yaml.safe_load") or \
             qualified.startswith(("h5py.", "PIL.", "cv2.imread", "imageio.", "tifffile.", "pyarrow.", "pandas.read_")):
@@ -122,7 +118,7 @@ def score(graph: CallGraph, function_id: str) -> tuple[int, tuple[tuple[str, int
             counts[kind] = counts.get(kind, 0) + 1
     parts = [(k, w * min(counts.get(k, 0), PER_KIND_CAP)) for k, w in WEIGHTS.items()]
     parts.append(("loops", LOOP_WEIGHT * len(fn.loops)))
-    work_calls = [c for c in fn.calls if c.method not in CHEAP_METHODS and c.method not in LOG_METHODS]
+    work_calls = [c for c in fn.calls if c.method not in CHEAP_METHODS and c.method not in facts(graph).log_methods]
     parts.append(("calls", min(CALL_WEIGHT * len(work_calls), MAX_CALL_POINTS)))
     parts.append(("size", min(fn.n_stmts // 2, MAX_SIZE_POINTS)))
     return sum(v for _, v in parts), tuple(parts)

@@ -67,7 +67,7 @@ def _evidence(graph: CallGraph, loops: LoopAnalysis, function_id: str) -> str | 
     fs, fn = graph.functions[function_id]
     role = None
     for call in fn.calls:
-        phase = framework_phase(call)
+        phase = framework_phase(call, graph)
         if is_backward(call, graph, fs) or is_optimizer_step(graph, fs, fn, call) or phase == "train":
             return "train"
         if phase:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dftpass.api import (
-    Case, Expect, Finding, has_region, is_node, LOSS_NAME, model_classes, MODEL_FACTORIES, origin_kind as kind,
+    Case, Expect, Finding, has_region, is_node, LOSS_NAME, model_classes, facts, origin_kind as kind,
     origin_subject as subject, Pass, PassKind, Severity, WrapStmt,
 )
 
@@ -274,7 +274,7 @@ class DdpInnerForward(Pass):
                 found |= model_classes(graph, function_id, model)
         origins = graph.values.of(function_id, callee) if graph.values is not None else frozenset()
         factories = {subject(o).removesuffix("()") for o in origins if kind(o) == "ext"
-                     and subject(o).removesuffix("()").rsplit(".", 1)[-1] in MODEL_FACTORIES}
+                     and subject(o).removesuffix("()").rsplit(".", 1)[-1] in facts(graph).model_factories}
         if factories:
             found |= self._factory_products(graph, factories)
         return _places(graph, found)
@@ -285,7 +285,7 @@ class DdpInnerForward(Pass):
         out: set[str] = set()
         for caller, (fs, fn) in graph.functions.items():
             for i, call in enumerate(fn.calls):
-                if call.method not in MODEL_FACTORIES or graph.qualify(fs, call.callee) not in factories:
+                if call.method not in facts(graph).model_factories or graph.qualify(fs, call.callee) not in factories:
                     continue
                 for target in graph.targets(caller, i):
                     for o in graph.values.returns_of(target):

@@ -7,7 +7,7 @@ import re
 import attrs
 
 from dftpass.api import (
-    call_chain, CallSite, Case, data_path, does_io, Expect, FileSummary, Finding, FunctionSummary, HANDLE_NAME,
+    call_chain, CallSite, Case, data_path, does_io, Expect, facts, FileSummary, Finding, FunctionSummary, HANDLE_NAME,
     Handles, image_size, is_node, Pass, PassKind, run_inside, Severity, StmtPath, unwrappable, WrapStmt,
 )
 
@@ -47,11 +47,6 @@ FILE_READS = frozenset({"read", "read_text", "read_bytes"})
 #: TensorBoard writers: their ``flush()``/``close()`` write the queued events (``ai.other.log``)
 SUMMARY_WRITERS = frozenset({"torch.utils.tensorboard.SummaryWriter", "tensorboardX.SummaryWriter",
                              "torch.utils.tensorboard.writer.SummaryWriter"})
-#: calls that make a function checkpoint I/O (ML-R26's, not this rule's)
-CHECKPOINT_CALLS = frozenset({"torch.save", "torch.load", "safetensors.torch.save_file", "safetensors.torch.load_file",
-                              "torch.distributed.checkpoint.save", "torch.distributed.checkpoint.load"})
-CHECKPOINT_METHODS = frozenset({"state_dict", "load_state_dict", "save_pretrained", "save_state", "load_state",
-                                "save_checkpoint", "load_checkpoint", "save_weights", "load_weights"})
 
 _NAME = HANDLE_NAME
 #: names of functions that save or restore a checkpoint
@@ -344,12 +339,13 @@ def _checkpoint_functions(graph) -> set[str]:
     state and runs no loop of its own (a training function that also saves its weights at
     the end is not one: its metrics files are this rule's)."""
     roots = set()
+    known = facts(graph)  # the calls that make a function checkpoint I/O (ML-R26's, not this rule's)
     for function_id, (fs, fn) in graph.functions.items():
         if fn.is_module:
             continue
         if any(is_node(fs, d, "checkpoint.capture") or is_node(fs, d, "checkpoint.restart") for d in fn.decorators) \
                 or CHECKPOINT_NAME.search(fn.name) or not fn.loops and any(
-                    graph.qualify(fs, c.callee) in CHECKPOINT_CALLS or c.method in CHECKPOINT_METHODS
+                    graph.qualify(fs, c.callee) in known.checkpoint_functions or c.method in known.checkpoint_method_names
                     for c in fn.calls):
             roots.add(function_id)
     out = set(roots)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dftpass.api import (
     calls_at, Case, evaluated_by_callers, evaluates, function_region, has_region, InsertAfter, InsertBefore,
-    is_model_call, is_node, is_optimizer_step, NO_GRAD, Pass, PassKind, sibling, split_of, trains, WrapStmt,
+    is_model_call, is_node, is_optimizer_step, facts, Pass, PassKind, sibling, split_of, trains, WrapStmt,
 )
 
 PHASES = ("pipeline.train", "pipeline.evaluate", "pipeline.test")
@@ -179,7 +179,7 @@ class PipelinePhases(Pass):
         body = loops.facts[(function_id, loop_index)].loop.stmt
         for call in fn.calls:
             if call.stmt_kind != "with" or call.stmt[:-1] != body or call.stmt[-1][0] != "body" \
-                    or call.callee.rsplit(".", 1)[-1] not in NO_GRAD:
+                    or call.callee.rsplit(".", 1)[-1] not in facts(graph).no_grad:
                 continue
             block = call.stmt
             inside = [i for i, c in enumerate(fn.calls) if c.stmt[:len(block)] == block and c.stmt != block]
@@ -227,7 +227,7 @@ def phase_of(graph, loops, function_id: str, batch: list) -> tuple[str, str] | N
 
     if trains(graph, function_id, in_batch_loop):
         return "pipeline.train", "runs a batch loop that trains"
-    if evaluates(fn) or evaluated_by_callers(graph, function_id):
+    if evaluates(fn, graph) or evaluated_by_callers(graph, function_id):
         test = "test" in fn.name.lower() or any(f.split == "test" for f in batch)
         return ("pipeline.test" if test else "pipeline.evaluate"), "runs a batch loop without gradients"
     stepping = [f for f in batch if loops.does_step(function_id, {f.loop.index})]
