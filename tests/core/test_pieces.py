@@ -86,6 +86,10 @@ CASES = {
     "CRLF endings": (
         b"import os\r\n\r\n\r\nclass A:\r\n    def f(self):\r\n        return 1\r\n",
         [WrapStmt("T", 6, "x", B(1, 0, 0), "ai.compute")], [("ai", "ai")], 1),
+    "CRLF at the top, LF below": (
+        b"import os\r\n\r\n\r\nclass A:\n    def f(self):\n        x = 1\n        return x\n",
+        [InsertBefore("T", 6, "x", B(1, 0, 0), "start()"), Decorate("T", 5, "x", B(1, 0), "dlp.log")],
+        [("dft_fn", "dft_fn")], 1),
     "tabs": (
         b"class A:\n\tdef f(self):\n\t\tx = 1\n\t\treturn x\n",
         [WrapStmt("T", 3, "x", B(0, 0, 0), "ai.compute")], [("ai", "ai")], 0),

@@ -259,7 +259,7 @@ class _Cutter:
             # the hole reaches to the next statement, as a piece of this statement would
             self.pieces.append(Piece(start, upto, depth, spans[lo].first, tuple(kept), with_imports, header,
                                      True, (last.start, upto),
-                                     _placeholder(last_stmt, self.lines, self.newline, self.indent)))
+                                     _placeholder(last_stmt, self.lines, self._ending_at(last_stmt.lineno), self.indent)))
             return
         end = upto if isinstance(block[last.last], _BODIED) else last.end
         self.pieces.append(Piece(start, end, depth, spans[lo].first, tuple(edits), with_imports, header,
@@ -282,11 +282,16 @@ class _Cutter:
                 return False
             limit = stmt.body[-1].end_lineno
         mark = len(self.pieces)
-        header += _indent(stmt, self.lines) + b"class _:" + self.newline
+        header += _indent(stmt, self.lines) + b"class _:" + self._ending_at(stmt.lineno)
         if self.block(stmt.body, edits, depth + 1, header, limit):
             return True
         del self.pieces[mark:]
         return False
+
+    def _ending_at(self, line: int) -> bytes:
+        """The line ending of a line of the file (stand-in lines take their neighbours': a
+        file may mix endings, and each region keeps its own)."""
+        return _ending(self.lines[line - 1]) or self.newline
 
     def _decorate(self, stmt: ast.stmt, decorations: list[Decorate]) -> None:
         """New decorators go innermost, next to ``def``: after the last decorator's line."""
@@ -392,8 +397,10 @@ class _Renderer:
         module = cst.parse_module(text)
         if piece.has_block and self.indent and module.default_indent != self.indent:
             raise _CannotCut("the file's indentation varies")
-        module = module.with_changes(default_newline=self.newline.decode("ascii"),
-                                     **({"default_indent": self.indent} if self.indent else {}))
+        # the piece's own line ending stays its default (a file may mix them: each region
+        # keeps its own); its indentation is the file's
+        if self.indent:
+            module = module.with_changes(default_indent=self.indent)
         es = self.edit_set
         api, std = (es.api_imports, es.std_imports) if piece.imports else ([], [])
         anchor = self.anchor - piece.first if piece.imports and self.anchor else 0
