@@ -51,7 +51,7 @@ from dftpass.core.values import kind as origin_kind, subject as origin_subject
 # -- what the code does: library knowledge and recognisers ---------------------------------
 # the collectives of torch.distributed, Horovod and mpi4py (``requires = ("collectives",)``,
 # then ``ctx.analysis("collectives")``: a CollectiveSites)
-from dftpass.plugins.analyses.collectives import WAITS as COLLECTIVE_WAITS, Collective, CollectiveSites
+from dftpass.plugins.analyses.collectives import Collective, CollectiveSites
 from dftpass.plugins.analyses.compiled import PYTHON_BRIDGES, normalize as normalize_compiler
 from dftpass.plugins.knowledge import (
     CheckpointPlan, HANDLE_NAME, LOSS_NAME, MODEL_NAME, OPENERS, Handles, facts,
@@ -92,7 +92,7 @@ __all__ = [
     "CallSite", "Entry", "FileSummary", "FunctionSummary", "LoopFacts", "MODULE_SCOPE", "StmtPath", "fid",
     "origin_kind", "origin_subject", "split_of",
     # library knowledge and recognisers
-    "COLLECTIVE_WAITS", "CheckpointPlan", "Collective", "CollectiveSites", "HANDLE_NAME", "Handles",
+    "CheckpointPlan", "Collective", "CollectiveSites", "HANDLE_NAME", "Handles",
     "LOSS_NAME", "MODEL_NAME", "OPENERS", "facts",
     "PYTHON_BRIDGES", "backward_then_step", "built_by_factory", "call_chain", "calls_at", "data_path",
     "dataset_sample_readers", "does_io", "evaluated_by_callers", "evaluates", "in_compute_span", "is_backward",

@@ -182,3 +182,45 @@ def test_dftpass_s_own_facts_are_the_data_file_and_name_every_kind():
     assert set(own) == set(KNOWLEDGE_LISTS) | set(KNOWLEDGE_TABLES)
     assert all(isinstance(own[k], list) for k in KNOWLEDGE_LISTS)
     assert all(isinstance(own[k], dict) for k in KNOWLEDGE_TABLES)
+
+
+COMM_PLUGIN = '''
+from dftpass.core.hookspecs import hookimpl
+
+
+@hookimpl
+def dftpass_knowledge():
+    return {"collective_functions": {"ringlib": {"ring_allreduce": "all_reduce"}}}
+'''
+
+COMM_TRAIN = '''import torch
+import ringlib.torch as ring
+
+
+def train(model, data, opt):
+    for x in data:
+        model(x).sum().backward()
+        for p in model.parameters():
+            ring.ring_allreduce(p.grad)
+        opt.step()
+
+
+if __name__ == "__main__":
+    net = torch.nn.Linear(4, 1)
+    train(net, [torch.zeros(4)], torch.optim.SGD(net.parameters(), lr=0.1))
+'''
+
+
+def test_a_plugin_s_collective_library_is_wrapped_by_ml_r5(cli, project, tmp_path, monkeypatch):
+    """Collectives are knowledge too: a library's module (and its submodules) -> function ->
+    ``ai.comm`` node, and ML-R5 times its calls like torch.distributed's."""
+    (tmp_path / "comm_src").mkdir()
+    (tmp_path / "comm_src" / "ring_knowledge.py").write_text(COMM_PLUGIN)
+    monkeypatch.syspath_prepend(str(tmp_path / "comm_src"))
+    root = project({"train.py": COMM_TRAIN})
+    without = cli("plan", root, "--no-diff")
+    assert "ML-R5" not in without.out, without.out
+    with_plugin = cli("plan", root, "--no-diff", "--set", "plugins.load=[ring_knowledge]")
+    sys.modules.pop("ring_knowledge", None)
+    assert with_plugin.code == 0, with_plugin.err
+    assert "train.py:9: ML-R5 ringlib all-reduce" in with_plugin.out, with_plugin.out

@@ -161,9 +161,11 @@ KNOWLEDGE_LISTS = ("module_bases", "module_base_prefixes", "module_call_methods"
                    "compilers", "gradient_calls", "optimizer_calls", "optimizer_methods", "loop_models",
                    "loader_names", "dataset_bases", "iterable_dataset_bases", "model_factories", "io_calls",
                    "log_methods", "optimizer_classes", "no_grad", "identity_methods", "passthrough_calls",
-                   "load_state_methods", "checkpoint_waits", "load_result")
+                   "load_state_methods", "checkpoint_waits", "load_result", "collective_nonblocking",
+                   "mpi_communicators", "mpi_derived_communicators", "collective_waits")
 KNOWLEDGE_TABLES = ("framework_phases", "checkpoint_functions", "checkpoint_objects", "checkpoint_methods",
-                    "accelerator_methods", "save_object", "checkpoint_io_measure")
+                    "accelerator_methods", "save_object", "checkpoint_io_measure", "collective_functions",
+                    "mpi_methods")
 KNOWLEDGE_KINDS = KNOWLEDGE_LISTS + KNOWLEDGE_TABLES
 
 

@@ -220,9 +220,22 @@ class Facts:
     checkpoint_last_names: frozenset[str]
     #: calls that build what training runs with (an optimizer, a loader, a wrapped model)
     builders: frozenset[str]
+    #: module -> function -> ``ai.comm`` node; mpi4py's communicator methods -> node
+    collective_functions: Mapping[str, Mapping[str, str]]
+    mpi_methods: Mapping[str, str]
+    collective_nonblocking: frozenset[str]
+    mpi_communicators: frozenset[str]
+    mpi_derived_communicators: frozenset[str]
+    collective_waits: frozenset[str]
+    #: every collective's function or method name (the cost model's test on a receiver
+    #: named like a communicator)
+    collective_names: frozenset[str]
     #: method names that make a call checkpoint I/O wherever it is (the cost model's and
     #: ML-R27's test): not ``save`` or ``from_pretrained``, which name other things too
     checkpoint_method_names: frozenset[str]
+    #: the last two components of each checkpoint function (``torch.save``): a module that
+    #: mirrors the API (Megatron's ``maybe_msc.torch.save``) is checkpoint I/O too
+    checkpoint_function_tails: frozenset[str]
 
     @classmethod
     def of(cls, knowledge: Mapping) -> "Facts":
@@ -242,11 +255,24 @@ class Facts:
             checkpoint_last_names=frozenset({q.rsplit(".", 1)[-1] for q in k["checkpoint_functions"]}
                                             | set(k["checkpoint_methods"]) | set(k["accelerator_methods"])
                                             | {m for methods in k["checkpoint_objects"].values() for m in methods}),
+            collective_functions={m: dict(ops) for m, ops in k["collective_functions"].items()},
+            mpi_methods=dict(k["mpi_methods"]), collective_nonblocking=frozenset(k["collective_nonblocking"]),
+            mpi_communicators=frozenset(k["mpi_communicators"]),
+            mpi_derived_communicators=frozenset(k["mpi_derived_communicators"]),
+            collective_waits=frozenset(k["collective_waits"]),
+            collective_names=frozenset({n for ops in k["collective_functions"].values() for n in ops}
+                                       | set(k["mpi_methods"])),
             checkpoint_method_names=frozenset({*k["checkpoint_methods"], *k["accelerator_methods"],
-                                               *k["load_state_methods"], "state_dict"} - {"save", "from_pretrained"}),
+                                               *k["load_state_methods"]} - {"save", "from_pretrained"}),
+            checkpoint_function_tails=frozenset(".".join(q.rsplit(".", 2)[-2:]) for q in k["checkpoint_functions"]),
             builders=frozenset({*k["optimizer_classes"], *k["loader_factories"], *k["passthrough_calls"],
                                 *(factories - {"from_pretrained", "load_model"})} - {"iter"}),
         )
+
+
+    def collective_library(self, module: str) -> str | None:
+        """The key of ``collective_functions`` that ``module`` is, or is a submodule of."""
+        return next((m for m in self.collective_functions if module == m or module.startswith(m + ".")), None)
 
 
 @functools.cache

@@ -46,10 +46,6 @@ MAX_CALL_POINTS = 20
 MAX_SIZE_POINTS = 20
 PER_KIND_CAP = 3
 
-COMM_MODULES = ("torch.distributed.", "horovod.", "mpi4py.", "deepspeed.comm.")
-COMM_METHODS = frozenset({"all_reduce", "allreduce", "Allreduce", "broadcast", "bcast", "Bcast", "all_gather",
-                          "allgather", "Allgather", "barrier", "Barrier", "reduce_scatter", "all_to_all",
-                          "alltoall", "gather", "scatter", "send", "recv", "isend", "irecv"})
 DATA_CALLS = frozenset({"DataLoader", "collate", "default_collate", "stack", "cat", "from_numpy", "as_tensor"})
 TRANSFER_METHODS = frozenset({"cuda", "pin_memory", "copy_"})
 #: calls that only build or look up something small: not work (an argument parser's 30
@@ -89,10 +85,12 @@ def _kind_of_call(graph: CallGraph, fs: FileSummary, fn: FunctionSummary, call) 
     qualified = graph.qualify(fs, call.callee)
     last = qualified.rsplit(".", 1)[-1]
     known = facts(graph)
-    if qualified in known.checkpoint_functions or last in known.checkpoint_method_names:
+    if qualified in known.checkpoint_functions or last in known.checkpoint_method_names or \
+            ".".join(qualified.rsplit(".", 2)[-2:]) in known.checkpoint_function_tails:
         return "checkpoint"
-    if qualified.startswith(COMM_MODULES) or (last in COMM_METHODS and "." in call.callee
-                                              and qualified.split(".", 1)[0] in ("dist", "hvd", "comm", "MPI")):
+    if known.collective_library(qualified.rpartition(".")[0]) or qualified.startswith("mpi4py.") or (
+            last in known.collective_names and "." in call.callee
+            and qualified.split(".", 1)[0] in ("dist", "hvd", "comm", "MPI")):
         return "comm"
     if last in known.io_calls and (qualified != call.callee or "." not in call.callee) and last not in ("load", "loads"):
         return "io"

@@ -86,6 +86,8 @@ class FrameworksAnalysis(Pass):
         markers = {k: list(v) for k, v in MARKERS.items()}
         for fw, prefixes in ctx.manager.framework_markers().items():
             markers.setdefault(fw, []).extend(prefixes)
+        # a library whose collectives a plugin teaches (``collective_functions``) is distributed
+        distributed = tuple(dict.fromkeys([*_DISTRIBUTED, *ctx.manager.knowledge["collective_functions"]]))
         det = Detection()
 
         def seen(name: str, where: str) -> None:
@@ -100,7 +102,7 @@ class FrameworksAnalysis(Pass):
                 for fw, prefixes in markers.items():
                     if any(module == p or module.startswith(p + ".") for p in prefixes):
                         seen(fw, fs.relpath)
-                if any(module == p or module.startswith(p + ".") for p in _DISTRIBUTED):
+                if any(module == p or module.startswith(p + ".") for p in distributed):
                     seen("distributed", fs.relpath)
             for text in fs.mentions:
                 # a file that only does ``import torch`` and calls ``torch.distributed.all_reduce``
@@ -109,7 +111,7 @@ class FrameworksAnalysis(Pass):
                 for fw, prefixes in markers.items():
                     if any(qualified.startswith(p + ".") for p in prefixes if "." in p):
                         seen(fw, fs.relpath)
-                if any(qualified.startswith(p + ".") for p in _DISTRIBUTED):
+                if any(qualified.startswith(p + ".") for p in distributed):
                     seen("distributed", fs.relpath)
                 last = text.rsplit(".", 1)[-1]
                 if last == "DataLoader":

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dftpass.api import (
-    COLLECTIVE_WAITS as WAITS, CallSite, calls_at, Case, Collective, CollectiveSites, Expect, Finding, Pass,
+    CallSite, calls_at, Case, Collective, CollectiveSites, Expect, facts, Finding, Pass,
     PassKind, recognize, Severity, sibling, unwrappable, WrapStmt,
 )
 
@@ -264,11 +264,11 @@ class Collectives(Pass):
             nonblocking = [c for c, k in items if k.nonblocking]
             if not nonblocking:
                 continue
-            chained = any(c.method in WAITS and c.receiver.startswith(nb.callee + "()")
+            chained = any(c.method in facts(graph).collective_waits and c.receiver.startswith(nb.callee + "()")
                           for c in calls_at(fn, stmt) for nb in nonblocking)
             if chained:
                 continue  # ``dist.all_reduce(t, async_op=True).wait()``: it blocks here
-            found_waits = self._waits(fs, fn, stmt)
+            found_waits = self._waits(fs, fn, stmt, facts(graph).collective_waits)
             for w in found_waits:
                 nodes, _ = waits.setdefault(w.stmt, (set(), w.line))
                 nodes.add(node)
@@ -302,12 +302,12 @@ class Collectives(Pass):
         return None
 
     @staticmethod
-    def _waits(fs, fn, stmt) -> list:
+    def _waits(fs, fn, stmt, waits: frozenset[str]) -> list:
         """The statements of ``fn`` that wait for the handle the statement at ``stmt`` binds."""
         handles = {a.target for a in fn.assigns if a.stmt == stmt}
         out = {}
         for c in fn.calls:
-            if c.stmt == stmt or c.method not in WAITS or _in_comm_region(fs, c.withs):
+            if c.stmt == stmt or c.method not in waits or _in_comm_region(fs, c.withs):
                 continue
             receiver = c.receiver
             if any(receiver == h or receiver.startswith(h + ".") or h in c.args for h in handles) \

@@ -346,6 +346,7 @@ def _checkpoint_functions(graph) -> set[str]:
         if any(is_node(fs, d, "checkpoint.capture") or is_node(fs, d, "checkpoint.restart") for d in fn.decorators) \
                 or CHECKPOINT_NAME.search(fn.name) or not fn.loops and any(
                     graph.qualify(fs, c.callee) in known.checkpoint_functions or c.method in known.checkpoint_method_names
+                    or c.method == "state_dict"  # taking a model's state is what a checkpoint function does
                     for c in fn.calls):
             roots.add(function_id)
     out = set(roots)
