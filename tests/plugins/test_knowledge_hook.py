@@ -38,6 +38,15 @@ if __name__ == "__main__":
 '''
 
 
+def plugin_module(tmp_path, monkeypatch, name: str, source: str) -> str:
+    """Write a one-file plugin named ``name`` on the import path; the ``--set`` that loads it."""
+    (tmp_path / f"{name}_src").mkdir()
+    (tmp_path / f"{name}_src" / f"{name}.py").write_text(source)
+    monkeypatch.syspath_prepend(str(tmp_path / f"{name}_src"))
+    monkeypatch.delitem(sys.modules, name, raising=False)
+    return f"plugins.load=[{name}]"
+
+
 @pytest.fixture
 def knowledge_plugin(tmp_path, monkeypatch):
     (tmp_path / "plugin_src").mkdir()
@@ -105,21 +114,6 @@ if __name__ == "__main__":
 '''
 
 
-def test_a_plugin_s_data_set_base_makes_its_items_timed(cli, project, tmp_path, monkeypatch):
-    """Data set bases are knowledge served through the hook, not a table inside a rule:
-    ML-R9 times the ``__getitem__`` of a class whose base only the plugin knows."""
-    (tmp_path / "data_src").mkdir()
-    (tmp_path / "data_src" / "source_knowledge.py").write_text(DATA_PLUGIN)
-    monkeypatch.syspath_prepend(str(tmp_path / "data_src"))
-    root = project({"train.py": DATA_TRAIN})
-    without = cli("plan", root, "--no-diff")
-    assert "ML-R9" not in without.out, without.out
-    with_plugin = cli("plan", root, "--no-diff", "--set", "plugins.load=[source_knowledge]")
-    sys.modules.pop("source_knowledge", None)
-    assert with_plugin.code == 0, with_plugin.err
-    assert "train.py:13: ML-R9" in with_plugin.out, with_plugin.out
-
-
 CKPT_PLUGIN = '''
 from dftpass.core.hookspecs import hookimpl
 
@@ -144,22 +138,6 @@ def train(model, data, engine):
 if __name__ == "__main__":
     train(torch.nn.Linear(4, 1), [torch.zeros(4)], Engine())
 '''
-
-
-def test_a_plugin_s_checkpoint_method_and_optimizer_class_are_recognised(cli, project, tmp_path, monkeypatch):
-    """Tables of facts (method -> save/load) and lists add up with dftpass's own
-    (plugins/library.toml): the checkpoint region and the optimizer step appear."""
-    (tmp_path / "ckpt_src").mkdir()
-    (tmp_path / "ckpt_src" / "shard_knowledge.py").write_text(CKPT_PLUGIN)
-    monkeypatch.syspath_prepend(str(tmp_path / "ckpt_src"))
-    root = project({"train.py": CKPT_TRAIN})
-    without = cli("plan", root, "--no-diff")
-    assert "ML-R18" not in without.out and "ML-R4" not in without.out, without.out
-    with_plugin = cli("plan", root, "--no-diff", "--set", "plugins.load=[shard_knowledge]")
-    sys.modules.pop("shard_knowledge", None)
-    assert with_plugin.code == 0, with_plugin.err
-    assert "train.py:10: ML-R18" in with_plugin.out, with_plugin.out
-    assert "train.py:9: ML-R4" in with_plugin.out, with_plugin.out
 
 
 def test_a_fact_two_plugins_disagree_on_names_the_plugin():
@@ -211,16 +189,26 @@ if __name__ == "__main__":
 '''
 
 
-def test_a_plugin_s_collective_library_is_wrapped_by_ml_r5(cli, project, tmp_path, monkeypatch):
-    """Collectives are knowledge too: a library's module (and its submodules) -> function ->
-    ``ai.comm`` node, and ML-R5 times its calls like torch.distributed's."""
-    (tmp_path / "comm_src").mkdir()
-    (tmp_path / "comm_src" / "ring_knowledge.py").write_text(COMM_PLUGIN)
-    monkeypatch.syspath_prepend(str(tmp_path / "comm_src"))
-    root = project({"train.py": COMM_TRAIN})
+#: what a plugin's facts teach, and the rules' findings that show it reached them: a data set
+#: base (ML-R9 times its ``__getitem__``), a checkpoint method and an optimizer class (tables
+#: and lists add up with plugins/library.toml), a collective library (module -> function ->
+#: ``ai.comm`` node; it also makes the project distributed, which gates ML-R5)
+TAUGHT = {
+    "data set base": ("source_knowledge", DATA_PLUGIN, DATA_TRAIN, ["train.py:13: ML-R9"]),
+    "checkpoint method and optimizer class": ("shard_knowledge", CKPT_PLUGIN, CKPT_TRAIN,
+                                              ["train.py:10: ML-R18", "train.py:9: ML-R4"]),
+    "collective library": ("ring_knowledge", COMM_PLUGIN, COMM_TRAIN, ["train.py:9: ML-R5 ringlib all-reduce"]),
+}
+
+
+@pytest.mark.parametrize("case", list(TAUGHT))
+def test_what_a_plugin_teaches_reaches_the_rules(case, cli, project, tmp_path, monkeypatch):
+    name, plugin, program, expected = TAUGHT[case]
+    load = plugin_module(tmp_path, monkeypatch, name, plugin)
+    root = project({"train.py": program})
     without = cli("plan", root, "--no-diff")
-    assert "ML-R5" not in without.out, without.out
-    with_plugin = cli("plan", root, "--no-diff", "--set", "plugins.load=[ring_knowledge]")
-    sys.modules.pop("ring_knowledge", None)
+    with_plugin = cli("plan", root, "--no-diff", "--set", load)
     assert with_plugin.code == 0, with_plugin.err
-    assert "train.py:9: ML-R5 ringlib all-reduce" in with_plugin.out, with_plugin.out
+    for finding in expected:
+        assert finding not in without.out, without.out
+        assert finding in with_plugin.out, with_plugin.out
