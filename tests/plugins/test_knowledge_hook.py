@@ -212,3 +212,26 @@ def test_what_a_plugin_teaches_reaches_the_rules(case, cli, project, tmp_path, m
     for finding in expected:
         assert finding not in without.out, without.out
         assert finding in with_plugin.out, with_plugin.out
+
+
+DS_LOOP = '''{imports}
+
+
+def train(model, train_ds, opt):
+    for batch in train_ds:
+        model(batch).sum().backward()
+        opt.step()
+'''
+
+
+@pytest.mark.parametrize("imports, batch_loop", [
+    ("import tensorflow as tf\nimport torch", True),
+    ("import torch", False),
+])
+def test_a_framework_s_loader_names_count_only_where_the_framework_is_imported(cli, project, imports, batch_loop):
+    """The TensorFlow plugin says ``train_ds`` holds a dataset (``loader_names``, by module):
+    in a file that imports TensorFlow, not in torch code (torch's own sources have 70 entries
+    and many a ``ds``: they were judged a program and rewritten, 533 MB of memory)."""
+    root = project({"train.py": DS_LOOP.format(imports=imports)})
+    out = cli("plan", root, "--no-diff", "--set", "project.kind=program").out
+    assert ("ML-R6 batch loop: iterates train_ds" in out) == batch_loop, out

@@ -79,8 +79,9 @@ def dftpass_knowledge() -> dict[str, list[str]]:
     * ``loader_factories``: calls (last component) whose result is a data loader;
     * ``loader_modules``: qualified prefixes of data pipelines whose objects iterate batches;
     * ``transparent_wrappers``: calls that iterate what they wrap (``"tqdm"``);
-    * ``loader_names``: regular expressions of names (last component) that hold a loader
-      when value flow cannot tell (``"(^|_)ds$"``: ``train_ds`` in TensorFlow code);
+    * ``loader_names`` (a table): module -> regular expressions of names (last component)
+      that hold a loader when value flow cannot tell, in files that import that module
+      (``{"tensorflow": ["(^|_)ds$"]}``: ``train_ds`` in TensorFlow code, not in torch's);
     * ``dataset_bases``: base classes of map-style data sets, whose ``__getitem__`` a data
       loader calls once per sample (``"torch.utils.data.Dataset"``): ML-R9 times it, the
       cost model counts it per sample, and the programs analysis follows it from the loader;

@@ -41,6 +41,9 @@ class LoopOptions:
 
     #: names that read like a data loader (matched on the last dotted component)
     loader_name_pattern: str = r"(?i)(^|_)(data_?)?loaders?$|(^|_)dls?$|(^|_)dataloader"
+    #: more such names, each counted only in a file that imports the module it is given
+    #: under (``{"tensorflow": ["(^|_)ds$"]}``: a framework plugin's ``loader_names``)
+    scoped_loader_names: dict[str, list[str]] = attrs.field(factory=dict)
     #: classes/functions whose call returns a loader (matched on the last dotted component)
     loader_factories: list[str] = attrs.field(factory=list)
     #: qualified prefixes of data pipelines whose objects iterate batches (``tf.data``)
@@ -123,13 +126,20 @@ class LoopAnalysis:
     does_step: Callable[[str, set[int] | None], bool] = lambda function_id, loops: False
     facts: dict[tuple[str, int], LoopFacts] = attrs.field(factory=dict)
     _generators: dict[str, bool] = attrs.field(factory=dict)
-    _pattern: re.Pattern | None = None
+    _patterns: dict[str, re.Pattern] = attrs.field(factory=dict)
 
     # -- loader-ness ----------------------------------------------------------------------
-    def _name_looks_like_loader(self, text: str) -> bool:
-        if self._pattern is None:
-            self._pattern = re.compile(self.options.loader_name_pattern)
-        return bool(self._pattern.search(_last(text)))
+    def _name_looks_like_loader(self, fs: FileSummary, text: str) -> bool:
+        pattern = self._patterns.get(fs.relpath)
+        if pattern is None:
+            names = [self.options.loader_name_pattern]
+            for prefix, patterns in self.options.scoped_loader_names.items():
+                if any(m == prefix or m.startswith(prefix + ".") for m in fs.imported_modules):
+                    names.extend(patterns)
+            # each alternative keeps its own flags: ``(?i)x`` -> ``(?i:x)``
+            pattern = self._patterns[fs.relpath] = re.compile("|".join(
+                f"(?i:{p[4:]})" if p.startswith("(?i)") else f"(?:{p})" for p in dict.fromkeys(names)))
+        return bool(pattern.search(_last(text)))
 
     def _origin_is_loader(self, origin: str) -> bool | None:
         """True/False when the origin tells, None when it does not."""
@@ -185,7 +195,7 @@ class LoopAnalysis:
             return True
         if origins and all(v is False for v in verdicts):
             return False  # known, and not a loader: a list of closures, a model, a string
-        return self._name_looks_like_loader(text) and not text.endswith("()")
+        return self._name_looks_like_loader(fs, text) and not text.endswith("()")
 
     def batch_generator(self, function_id: str) -> bool:
         """A project generator that yields the batches of a loader it iterates (a loader

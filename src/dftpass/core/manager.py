@@ -159,11 +159,11 @@ def hook_results(pm: pluggy.PluginManager, name: str, **kwargs) -> list[tuple[st
 KNOWLEDGE_LISTS = ("module_bases", "module_base_prefixes", "module_call_methods", "process_launchers",
                    "process_keywords", "loader_factories", "loader_modules", "transparent_wrappers",
                    "compilers", "gradient_calls", "optimizer_calls", "optimizer_methods", "loop_models",
-                   "loader_names", "dataset_bases", "iterable_dataset_bases", "model_factories", "io_calls",
+                   "dataset_bases", "iterable_dataset_bases", "model_factories", "io_calls",
                    "log_methods", "optimizer_classes", "no_grad", "identity_methods", "passthrough_calls",
                    "load_state_methods", "checkpoint_waits", "load_result", "collective_nonblocking",
                    "mpi_communicators", "mpi_derived_communicators", "collective_waits")
-KNOWLEDGE_TABLES = ("framework_phases", "checkpoint_functions", "checkpoint_objects", "checkpoint_methods",
+KNOWLEDGE_TABLES = ("loader_names", "framework_phases", "checkpoint_functions", "checkpoint_objects", "checkpoint_methods",
                     "accelerator_methods", "save_object", "checkpoint_io_measure", "collective_functions",
                     "mpi_methods")
 KNOWLEDGE_KINDS = KNOWLEDGE_LISTS + KNOWLEDGE_TABLES
@@ -184,6 +184,9 @@ def merge_knowledge(given: list[tuple[str, dict]]) -> dict:
                     raise PluginError(f"plugin {plugin!r} gives knowledge {kind!r} as a "
                                       f"{type(values).__name__}: it is a table (a dict)")
                 for key, value in values.items():
+                    if isinstance(value, list) and isinstance(out[kind].get(key), list):
+                        out[kind][key] = [*out[kind][key], *(v for v in value if v not in out[kind][key])]
+                        continue  # lists under one key add up (two plugins' loader names for tf)
                     if key in out[kind] and out[kind][key] != value:
                         raise PluginError(f"plugin {plugin!r} gives {kind}[{key!r}] = {value!r}, another "
                                           f"plugin {out[kind][key]!r}")

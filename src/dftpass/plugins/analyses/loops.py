@@ -39,9 +39,8 @@ def with_knowledge(options: LoopOptions, known: dict[str, tuple[str, ...]]) -> L
     """``options`` with the plugins' library lists added (``PassManager.knowledge``: every
     plugin's ``dftpass_knowledge``): a project's ``loader_factories`` adds to ``DataLoader``
     and the others, never replaces them."""
-    names = [options.loader_name_pattern, *known.get("loader_names", ())]
-    # each alternative keeps its own flags: ``(?i)x`` -> ``(?i:x)``
-    pattern = "|".join(f"(?i:{p[4:]})" if p.startswith("(?i)") else f"(?:{p})" for p in names)
-    return attrs.evolve(options, loader_name_pattern=pattern, **{
+    scoped = {prefix: [*options.scoped_loader_names.get(prefix, ()), *patterns]
+              for prefix, patterns in known["loader_names"].items()}
+    return attrs.evolve(options, scoped_loader_names={**options.scoped_loader_names, **scoped}, **{
         kind: list(dict.fromkeys([*known[kind], *getattr(options, kind)]))
         for kind in ("loader_factories", "loader_modules", "transparent_wrappers")})

@@ -26,7 +26,8 @@ KNOWLEDGE = {
     "optimizer_methods": ["update"],
     "transparent_wrappers": ["as_numpy_iterator", "prefetch_to_device"],
     # ``train_iter = create_input_iter(...)`` (flax's examples): an iterator of batches
-    "loader_names": [r"(?i)(^|_)(train|eval|test|val|valid|input)_?iter(ator)?$"],
+    "loader_names": {prefix: [r"(?i)(^|_)(train|eval|test|val|valid|input)_?iter(ator)?$"]
+                     for prefix in ("jax", "flax")},
 }
 
 

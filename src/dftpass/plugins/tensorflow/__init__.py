@@ -20,7 +20,10 @@ KNOWLEDGE = {
     # tfds.load returns tf.data datasets; ``train_ds, test_ds = get_datasets(config)`` (flax's
     # and TensorFlow's examples) hands them on in a tuple value flow does not follow
     "loader_modules": ["tensorflow_datasets."],
-    "loader_names": [r"(?i)(^|_)ds$"],
+    # ``train_ds`` holds a dataset in a file that uses TensorFlow or Keras; elsewhere (torch's
+    # own sources) a ``ds`` is anything
+    "loader_names": {prefix: [r"(?i)(^|_)ds$"] for prefix in ("tensorflow", "tensorflow_datasets", "keras",
+                                                               "tf_keras")},
 }
 
 
