@@ -235,3 +235,32 @@ def test_strip_all_takes_out_a_re_exported_logger_and_keeps_the_import_others_ne
     assert (out / "pkg" / "util.py").read_text() == DLIO_UTIL  # still imported from by other.py (before strip)
     done = subprocess.run([sys.executable, "-m", "pkg.reader"], cwd=out, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0 and done.stdout == "9.0\n", done.stderr
+
+
+DOCSTRING_THEN_DEF = '''"""A module whose docstring is followed by a definition, and no import."""
+
+
+def mix(table: dict, names: tuple, prefix: str = "m") -> dict:
+    """Work enough for a generic region: the logger goes above it, the imports below the docstring."""
+    out = table.copy()
+    for name in names:
+        key = f"{prefix}.{name}".lower()
+        out[key.title()] = name.encode().hex().zfill(8).count("0")
+        out[key.casefold()] = name.find("a") + name.rfind("b") + name.index(name[0])
+        out[key.swapcase()] = name.capitalize().center(12).expandtabs().isidentifier()
+    out.update(table)
+    return out
+'''
+
+
+def test_strip_gives_back_the_blank_lines_under_a_docstring_when_the_logger_went_first(cli, project, tmp_path):
+    """The imports go under the docstring and ML-R19's logger above the definition; the blank
+    line the imports gave the logger must go with the logger, not from the ``def`` (found on
+    transformers 5.23.0: two files one blank line short)."""
+    root = project({"m.py": DOCSTRING_THEN_DEF})
+    annotated, stripped = tmp_path / "annotated", tmp_path / "stripped"
+    r = cli("run", root, "--out", annotated, "--set", "project.kind=program")
+    assert r.code == 0, r.err
+    assert "dlp = dft_fn(" in (annotated / "m.py").read_text() and "@dlp.log\ndef mix" in (annotated / "m.py").read_text()
+    assert cli("strip", annotated, "--out", stripped).code == 0
+    assert (stripped / "m.py").read_text() == DOCSTRING_THEN_DEF

@@ -127,6 +127,9 @@ class _Strip(cst.CSTTransformer):
         self.scopes: list[tuple[str, str]] = []  # (kind, qualname)
         self._with_bodies: set[int] = set()
         self.removed = 0
+        #: id of a kept statement -> the first removed statement whose place it took (their
+        #: blank lines came to it): what ``rewrite._separate`` saw after the import block
+        self.took_place_of: dict[int, cst.BaseStatement] = {}
         self.kept: list[str] = []
         self.parens: dict[tuple[str, str], int] = Counter()
         for rec in records:
@@ -330,6 +333,7 @@ class _Strip(cst.CSTTransformer):
         out: list[cst.BaseStatement] = []
         carried: Sequence[cst.EmptyLine] = ()  # leading lines of removed statements
         replace = False  # a separate block's lines replace the single blank line it left
+        first_removed: cst.BaseStatement | None = None
         for stmt in stmts:
             if isinstance(stmt, cst.With) and len(stmt.items) == 1 and len(stmt.body.body) >= 1 and \
                     self._take(("with", scope, _with_item_code(stmt.items[0])), self._is_region(_code(stmt.items[0].item))
@@ -342,6 +346,7 @@ class _Strip(cst.CSTTransformer):
                 if (scope, _code(stmt).splitlines()[0]) in self.separate:
                     replace = True
                 carried = [*carried, *stmt.leading_lines]
+                first_removed = first_removed or stmt
                 continue
             elif isinstance(stmt, cst.SimpleStatementLine):
                 kept = [s for s in stmt.body
@@ -350,6 +355,7 @@ class _Strip(cst.CSTTransformer):
                     replace = True
                 if not kept:
                     carried = [*carried, *stmt.leading_lines]
+                    first_removed = first_removed or stmt
                     continue
                 if len(kept) < len(stmt.body):
                     kept[-1] = kept[-1].with_changes(semicolon=cst.MaybeSentinel.DEFAULT)
@@ -361,7 +367,9 @@ class _Strip(cst.CSTTransformer):
                 first = stmts_to_add[0]
                 lines = list(carried) if replace else [*carried, *first.leading_lines]
                 stmts_to_add[0] = first.with_changes(leading_lines=lines)
-                carried, replace = (), False
+                if first_removed is not None:
+                    self.took_place_of[id(stmts_to_add[0])] = first_removed
+                carried, replace, first_removed = (), False, None
             out.extend(stmts_to_add)
         return self._unbind(out, scope) if unbind else out
 
@@ -544,7 +552,7 @@ class _Strip(cst.CSTTransformer):
                         names[-1] = last.with_changes(comma=cst.MaybeSentinel.DEFAULT)
                     stmt = stmt.with_changes(body=[small.with_changes(names=names)])
             if block:
-                stmt = _after_import_block(stmt, block[0].leading_lines)
+                stmt = _after_import_block(stmt, block[0].leading_lines, self.took_place_of.get(id(stmt), stmt))
                 block = []
             out.append(stmt)
         return out
@@ -554,12 +562,16 @@ def _is_prelude(stmt: cst.BaseStatement) -> bool:
     return isinstance(stmt, cst.SimpleStatementLine) and len(stmt.body) == 1 and _code(stmt.body[0]) in (IMPORT_PRELUDE, LEGACY_IMPORT_PRELUDE)
 
 
-def _after_import_block(stmt: cst.BaseStatement, taken: Sequence[cst.EmptyLine]) -> cst.BaseStatement:
+def _after_import_block(stmt: cst.BaseStatement, taken: Sequence[cst.EmptyLine],
+                        followed: cst.BaseStatement) -> cst.BaseStatement:
     """Undo ``rewrite._separate``: the inserted block took the statement's blank lines, and a
-    statement that is not an import got one blank line (two before a ``def``/``class``)."""
+    statement that is not an import got one blank line (two before a ``def``/``class``).
+    ``followed``: the statement that followed the block when it was inserted, which is not
+    ``stmt`` where strip removed it (ML-R19's module logger, whose blank line came to the
+    ``def`` below it: transformers' ``gguf_config_mapping.py`` lost one blank line)."""
     lines = list(stmt.leading_lines)
-    if not _is_import_line(stmt):
-        wanted = 2 if isinstance(stmt, (cst.FunctionDef, cst.ClassDef)) else 1
+    if not _is_import_line(followed):
+        wanted = 2 if isinstance(followed, (cst.FunctionDef, cst.ClassDef)) else 1
         if len(lines) >= wanted and all(line.comment is None for line in lines[:wanted]):
             lines = lines[wanted:]
     return stmt.with_changes(leading_lines=[*taken, *lines])
