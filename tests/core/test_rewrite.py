@@ -200,3 +200,32 @@ def test_edits_in_the_branches_of_an_elif_chain_each_find_their_statement():
 
     out = apply(src, plan)
     assert out.count("with ai.compute.backward:\n                loss.backward()") == 6, out
+
+
+def test_a_region_over_several_statements_holds_their_own_edits_and_takes_their_comments():
+    """The tracing budget's one compute region per step: ``with`` around a run of statements
+    of one block, the comments above the first moving above the ``with``, an edit on a
+    statement inside staying inside, a ``;`` line going in whole."""
+    src = ("def f(model, x, opt):\n    opt.zero_grad()\n    # the step\n    loss = model(x)\n"
+           "    loss.backward()  # grads\n    opt.step(); n = 1\n    return loss\n")
+
+    def plan(fs, names, es):
+        body = fs.function("f").body_first[:-1]
+        at = lambda k: (*body, ("body", k))  # noqa: E731
+        es.add(WrapStmt("T", 4, "", at(1), names.node("compute"), through=at(3)))
+        es.add(InsertBefore("T", 5, "", at(2), "print('inside')", take_comments=False))
+
+    assert apply(src, plan) == (
+        "from dftracer.python import ai\n\n\ndef f(model, x, opt):\n    opt.zero_grad()\n    # the step\n"
+        "    with ai.compute:\n        loss = model(x)\n        print('inside')\n        loss.backward()  # grads\n"
+        "        opt.step(); n = 1\n    return loss\n")
+
+
+def test_a_region_that_ends_outside_its_block_leaves_the_file_untouched():
+    src = "def f(a):\n    if a:\n        x = 1\n    y = 2\n"
+    fs = summarize(src.encode(), "m.py", "m")
+    body = fs.function("f").body_first[:-1]
+    es = EditSet("m.py")
+    es.add(WrapStmt("T", 3, "", (*body, ("body", 0), ("body", 0)), "ai.compute", through=(*body, ("body", 1))))
+    applied = apply_edits("m.py", src.encode(), es, fs.import_anchor)
+    assert applied.new is None and "later statement of its block" in applied.error

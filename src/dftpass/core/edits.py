@@ -8,7 +8,7 @@ Passes never touch code. They queue edits on a file's :class:`EditSet`, located 
   the rest of the body inside ``with ITEM:`` and/or ``try: ... finally: ...``;
 * :class:`WrapIter` the iterable of a ``for`` loop (or an expression inside it);
 * :class:`Enumerate` a ``for`` loop (``for x in it`` -> ``for i, x in enumerate(it)``);
-* :class:`WrapStmt` one statement in ``with ITEM:``;
+* :class:`WrapStmt` one statement (or a run of statements of one block) in ``with ITEM:``;
 * :class:`InsertBefore` / :class:`InsertAfter` a statement.
 
 Edits are plain data (they pickle to worker processes); :mod:`dftpass.core.rewrite`
@@ -69,6 +69,12 @@ class WrapStmt(Edit):
     #: region (then the tail) and ``return bind`` after it; an expression statement ``EXPR``
     #: becomes ``bind = EXPR`` (the tail waits for it: ``jax.block_until_ready(bind)``)
     bind: str = ""
+    #: the last statement of a run that goes inside the region with ``stmt`` (a later statement
+    #: of the same block; None: ``stmt`` alone): the tracing budget's one compute region per
+    #: step, forward through optimizer step. A ``with`` closes on ``continue``, ``return`` and
+    #: exceptions, where a ``start()`` left without its ``stop()`` loses the process's whole
+    #: trace (docs/decisions.md)
+    through: StmtPath | None = None
 
 
 @attrs.frozen

@@ -339,8 +339,8 @@ def apply_in_pieces(source: bytes, edit_set: EditSet, import_anchor: int) -> byt
     """The edited file, regenerating only the statements that need it; None where the file
     cannot be cut (the caller then transforms the whole file). Raises what the transform
     raises (:class:`dftpass.core.rewrite.EditError`, libcst's errors)."""
-    if not _utf8(source):
-        return None
+    if not _utf8(source) or any(getattr(e, "through", 0) for e in edit_set.edits):
+        return None  # a region over several statements: rare (one per training loop), done whole
     tree = ast.parse(source)
     if not tree.body:
         return None

@@ -60,6 +60,8 @@ def entry(fs: FileSummary, edit: Edit) -> dict:
             out["tail"] = list(edit.tail)
         if edit.bind:
             out["bind"] = edit.bind
+        if edit.through:
+            out["through"] = list(map(list, edit.through))
     elif isinstance(edit, AddArgument):
         out.update(callee=edit.callee, keyword=edit.keyword, item=edit.item, new=edit.new, listed=edit.listed)
     elif isinstance(edit, (InsertBefore, InsertAfter)):

@@ -277,8 +277,16 @@ class _Apply(cst.CSTTransformer):
         #: other subtree as it is (a full visit cost as much again as parsing, on big files)
         self.keep: set[int] = {id(module)}
         cache: dict[int, list[Entry]] = {}
+        #: id of the statement that ends a region over several statements -> those regions
+        self.span_ends: dict[int, list[WrapStmt]] = {}
         for edit in edits:
             (node, k), _ = resolve(module, edit_target(edit), self.keep, cache)
+            if isinstance(edit, WrapStmt) and edit.through:
+                (last, _), _ = resolve(module, edit.through, self.keep, cache)
+                if edit.through[:-1] != edit.stmt[:-1] or edit.through[-1][0] != edit.stmt[-1][0] or \
+                        edit.through[-1][1] <= edit.stmt[-1][1]:
+                    raise EditError(f"a region at line {edit.line} must end on a later statement of its block")
+                self.span_ends.setdefault(id(last), []).append(edit)
             if isinstance(edit, (WrapStmt, InsertBefore, InsertAfter, AddArgument)):
                 self.small.setdefault(id(node), {}).setdefault(k, []).append(edit)
             else:
@@ -293,19 +301,39 @@ class _Apply(cst.CSTTransformer):
     def _rewrite_block(self, original: Sequence[cst.BaseStatement],
                        updated: Sequence[cst.BaseStatement]) -> list[cst.BaseStatement]:
         out: list[cst.BaseStatement] = []
+        #: regions over several statements: the edit, and where its statements start in ``out``
+        open_spans: dict[WrapStmt, int] = {}
         for orig, upd in zip(original, updated):
             edits = self.small.get(id(orig))
-            if not edits:
-                out.append(upd)
-            elif isinstance(orig, cst.SimpleStatementLine) and len(orig.body) > 1 and all(
-                    isinstance(e, (InsertBefore, InsertAfter)) and _is_small(e.code)
-                    for group in edits.values() for e in group):
-                out.append(self._insert_in_line(upd, edits))
-            elif isinstance(orig, cst.SimpleStatementLine):
-                out.extend(self._split_line(upd, edits))
-            else:
-                out.extend(self._around(upd, edits.get(None, [])))
+            spans = [e for group in (edits or {}).values() for e in group if isinstance(e, WrapStmt) and e.through]
+            if spans:  # the whole line goes in (``a = model(x); b = 1``: the second part with it)
+                edits = {k: [e for e in group if e not in spans] for k, group in edits.items()}
+                open_spans.update((e, len(out)) for e in spans)
+            self._rewrite_one(orig, upd, edits, out)
+            for e in self.span_ends.get(id(orig), ()):
+                if e not in open_spans:
+                    raise EditError(f"the region at line {e.line} ends before it starts")
+                start = open_spans.pop(e)
+                inner = out[start:]
+                inner[0], outer = _move_leading_lines(inner[0], _with(e.with_item, []))
+                out[start:] = [outer.with_changes(body=cst.IndentedBlock(body=inner))]
+        if open_spans:
+            raise EditError(f"the region at line {next(iter(open_spans)).line} does not end in its block")
         return out
+
+    def _rewrite_one(self, orig: cst.BaseStatement, upd: cst.BaseStatement, edits: dict | None,
+                     out: list[cst.BaseStatement]) -> None:
+        """Append one statement of a block to ``out``, with the edits made on it."""
+        if not edits or not any(edits.values()):
+            out.append(upd)
+        elif isinstance(orig, cst.SimpleStatementLine) and len(orig.body) > 1 and all(
+                isinstance(e, (InsertBefore, InsertAfter)) and _is_small(e.code)
+                for group in edits.values() for e in group):
+            out.append(self._insert_in_line(upd, edits))
+        elif isinstance(orig, cst.SimpleStatementLine):
+            out.extend(self._split_line(upd, edits))
+        else:
+            out.extend(self._around(upd, edits.get(None, [])))
 
     def _insert_in_line(self, line: cst.SimpleStatementLine, edits: dict) -> cst.SimpleStatementLine:
         """``opt.step(); opt.zero_grad()``: start/stop go into the same line, next to the
