@@ -53,13 +53,14 @@ from dftpass.core.values import kind as origin_kind, subject as origin_subject
 # then ``ctx.analysis("collectives")``: a CollectiveSites)
 from dftpass.plugins.analyses.collectives import Collective, CollectiveSites
 from dftpass.plugins.analyses.compiled import PYTHON_BRIDGES, normalize as normalize_compiler
+from dftpass.plugins.analyses.transfers import moves_to_device
 from dftpass.plugins.knowledge import (
     CheckpointPlan, HANDLE_NAME, LOSS_NAME, MODEL_NAME, OPENERS, Handles, facts,
-    backward_then_step, built_by_factory,
+    built_by_factory,
     call_chain, calls_at, data_path, dataset_sample_readers, does_io, evaluated_by_callers, in_compute_span,
     evaluates, is_backward, is_compute_step, is_library_layer, is_model_call, is_optimizer, is_optimizer_step,
     is_top_level_model, model_classes, per_sample_functions, run_by_loaders, run_inside, sample_readers, sibling,
-    step_calls,
+    step_calls, step_spans,
     torch_name, trains, unwrappable,
 )
 
@@ -94,9 +95,9 @@ __all__ = [
     # library knowledge and recognisers
     "CheckpointPlan", "Collective", "CollectiveSites", "HANDLE_NAME", "Handles",
     "LOSS_NAME", "MODEL_NAME", "OPENERS", "facts",
-    "PYTHON_BRIDGES", "backward_then_step", "built_by_factory", "call_chain", "calls_at", "data_path",
+    "PYTHON_BRIDGES", "built_by_factory", "call_chain", "calls_at", "data_path",
     "dataset_sample_readers", "does_io", "evaluated_by_callers", "evaluates", "in_compute_span", "is_backward",
-    "is_compute_step",
+    "is_compute_step", "moves_to_device", "step_spans",
     "is_library_layer", "is_model_call", "is_optimizer", "is_optimizer_step", "is_top_level_model",
     "model_classes", "normalize_compiler", "per_sample_functions", "run_by_loaders", "run_inside", "sample_readers",
     "sibling",

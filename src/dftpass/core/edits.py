@@ -72,8 +72,8 @@ class WrapStmt(Edit):
     #: the last statement of a run that goes inside the region with ``stmt`` (a later statement
     #: of the same block; None: ``stmt`` alone): the tracing budget's one compute region per
     #: step, forward through optimizer step. A ``with`` closes on ``continue``, ``return`` and
-    #: exceptions, where a ``start()`` left without its ``stop()`` loses the process's whole
-    #: trace (docs/decisions.md)
+    #: exceptions, where a ``start()`` left without its ``stop()`` loses that step's event
+    #: (docs/decisions.md)
     through: StmtPath | None = None
 
 

@@ -158,25 +158,53 @@ def calls_at(fn: FunctionSummary, path: StmtPath | None) -> list[CallSite]:
     return [c for c in fn.calls if path is not None and c.stmt == path]
 
 
-def backward_then_step(graph: CallGraph, fs: FileSummary, fn: FunctionSummary) -> list[tuple[CallSite, CallSite]]:
-    """(backward, optimizer step) statement pairs of one block, the backward first
-    (``loss.backward()`` ... ``optimizer.step()``): the span one region can cover when the
-    tracing budget folds the two."""
-    backwards = [c for c in fn.calls if c.stmt_kind == "expr" and is_backward(c)]
-    steps = [c for c in fn.calls if c.stmt_kind == "expr" and is_optimizer_step(graph, fs, fn, c)]
-    pairs = []
+@attrs.frozen
+class StepSpan:
+    """One training step's statements in one block, for one compute region: ``first`` (the
+    forward's statement, or the backward's) through ``step`` (the optimizer step)."""
+
+    first: CallSite
+    backward: CallSite
+    step: CallSite
+    #: the model call of ``first`` when the forward is in the span, else None
+    forward: CallSite | None = None
+
+
+def step_spans(graph: CallGraph, function_id: str, with_forward: bool = False) -> list[StepSpan]:
+    """The backward statements followed by an optimizer step in the same block
+    (``loss.backward()`` ... ``optimizer.step()``) and, ``with_forward``, the model call
+    before them there (``loss = F.mse_loss(model(x), y)``): the statements one ``ai.compute``
+    region covers when the tracing budget folds a step's compute. A forward before the
+    previous span's step belongs to that span (a GAN's two steps in one block)."""
+    fs, fn = graph.functions[function_id]
+    expr = [c for c in fn.calls if c.stmt_kind == "expr"]
+    backwards = [c for c in expr if is_backward(c)]
+    steps = [c for c in expr if is_optimizer_step(graph, fs, fn, c)]
+    spans: list[StepSpan] = []
     for b in backwards:
-        later = [s for s in steps if s.stmt[:-1] == b.stmt[:-1] and s.stmt[-1][0] == b.stmt[-1][0]
-                 and s.stmt[-1][1] > b.stmt[-1][1]]
-        if later:
-            pairs.append((b, min(later, key=lambda s: s.stmt[-1][1])))
-    return pairs
+        block, (field, at) = b.stmt[:-1], b.stmt[-1]
+        later = [s for s in steps if s.stmt[:-1] == block and s.stmt[-1][0] == field and s.stmt[-1][1] > at]
+        if not later:
+            continue
+        step = min(later, key=lambda s: s.stmt[-1][1])
+        forward = None
+        if with_forward:
+            done = max((p.step.stmt[-1][1] for p in spans if p.step.stmt[:-1] == block), default=-1)
+            models = [c for i, c in enumerate(fn.calls) if c.stmt[:-1] == block and c.stmt[-1][0] == field
+                      and done < c.stmt[-1][1] < at and c.stmt_kind in ("expr", "assign")
+                      and is_model_call(graph, function_id, i)]
+            forward = min(models, key=lambda c: c.stmt[-1][1], default=None)
+        spans.append(StepSpan(forward or b, b, step, forward))
+    return spans
 
 
 def in_compute_span(fs: FileSummary, fn: FunctionSummary, call: CallSite) -> bool:
-    """Whether the call's statement sits between an ``ai.compute.start()`` and the
-    ``ai.compute.stop()`` after it in the same block (the tracing budget's folded backward
-    and step): it is timed, and a second annotation must not add its own region."""
+    """Whether the call's statement is inside a step's compute region: a ``with ai.compute:``
+    around it (the tracing budget's folded step), or between an ``ai.compute.start()`` and
+    the ``ai.compute.stop()`` after it in the same block (as dftpass wrote it before): it is
+    timed, and a second annotation must not add its own region."""
+    if any(is_node(fs, w, "compute") for w in call.withs):
+        return True
     block, (field, index) = call.stmt[:-1], call.stmt[-1]
     opened = False
     for c in sorted(fn.calls, key=lambda c: c.stmt):

@@ -2,88 +2,10 @@
 
 from __future__ import annotations
 
-import re
-
 from dftpass.api import (
-    Case, Expect, Finding, has_region, is_model_call, is_node, LOSS_NAME, model_classes, Pass, PassKind, Severity,
+    Case, Expect, Finding, has_region, is_model_call, is_node, LOSS_NAME, moves_to_device, Pass, PassKind, Severity,
     unwrappable, WrapStmt,
 )
-
-#: device strings of accelerators (``'cuda'``, ``'cuda:1'``, ``'mps'``...); ``'cpu'`` is not one
-ACCELERATORS = ("cuda", "mps", "xpu", "hpu", "npu", "xla", "mlu", "musa")
-#: a name that holds a device (``device``, ``args.device``, ``self.dev``, ``args.gpu``, ``local_rank``)
-DEVICE_NAME = re.compile(r"(?i)^(device|dev|gpu|cuda|rank|local_rank|device_id)s?$|(^|_)(device|gpu)(_\w+)?$")
-#: receivers that are models or losses, not batches (``model.to(device)``, ``criterion.cuda()``)
-NOT_A_BATCH = re.compile(r"(?i)^(self|model|net|network|module|teacher|student|ema|ema_model|classifier|"
-                         r"backbone|encoder|decoder|generator|discriminator|policy|critic|actor)$|_(model|net)$")
-
-
-def _device_text(text: str | None) -> bool | None:
-    """True when the text is an accelerator device, False when it is something else (a dtype,
-    ``'cpu'``), None when the text alone does not tell."""
-    if not text:
-        return None
-    if text[:1] in "'\"":
-        value = text.strip("'\"").lower()
-        return value.split(":")[0] in ACCELERATORS
-    if text.isdigit():
-        return True  # ``.to(0)``: cuda:0
-    last = text.rsplit(".", 1)[-1]
-    if "dtype" in last.lower() or text.startswith(("torch.float", "torch.int", "torch.bfloat", "torch.half",
-                                                   "torch.double", "torch.long", "torch.bool", "torch.uint",
-                                                   "torch.complex", "torch.channels_last", "torch.contiguous")):
-        return False
-    if last in ("device", "device()") or DEVICE_NAME.search(last):
-        return True
-    return None
-
-
-def _moves_to_device(fn, call) -> bool:
-    """``x.to(device)``, ``x.to('cuda', non_blocking=True)``, ``x.to(device=dev)``, ``x.cuda()``."""
-    if call.method == "cuda":
-        return True
-    if call.method != "to":
-        return False
-    keywords = dict(call.keywords)
-    candidates = [keywords["device"]] if "device" in keywords else list(call.args[:1])
-    for text in candidates:
-        verdict = _device_text(text)
-        if verdict is None and text and "." not in text and "(" not in text:
-            # a local name: what it was assigned (``dev = torch.device('cuda', rank)``)
-            values = [a.value for a in fn.assigns if a.target == text]
-            verdict = any(_device_text(v) for v in values) or None
-        if verdict:
-            return True
-    return False
-
-
-def _batch_calls(graph, loops):
-    """(function id, call indexes or None for all): the calls that run once per batch: in a
-    batch loop's body, in the project functions that body calls (one level, not into the
-    model), and in the functions that produce the batches (``get_batch()``)."""
-    scopes: dict[str, set[int] | None] = {}
-
-    def add(function_id: str, indexes: set[int] | None) -> None:
-        if function_id in scopes and scopes[function_id] is None:
-            return
-        scopes[function_id] = None if indexes is None else scopes.get(function_id, set()) | indexes
-
-    for facts in loops.of_kind("batch"):
-        fn = graph.fn(facts.function)
-        inside = {i for i, call in enumerate(fn.calls) if facts.loop.index in call.loops}
-        add(facts.function, inside)
-        for producer in facts.producers:
-            add(producer, None)
-        for i in inside:
-            if _moves_to_device(fn, fn.calls[i]):
-                continue  # ``x = to_device(x).cuda()``: this statement is the region
-            for target in graph.targets(facts.function, i):
-                owner = graph.class_of_method(target)
-                if owner is not None and graph.fn(target).name in ("forward", "__call__") \
-                        and graph.is_module_class(owner):
-                    continue  # the model's own code
-                add(target, None)
-    return scopes
 
 
 class DeviceTransfer(Pass):
@@ -145,7 +67,7 @@ class DeviceTransfer(Pass):
     id = "ML-R17"
     title = "Device transfer"
     kind = PassKind.TRANSFORM
-    requires = ("callgraph", "loops")
+    requires = ("callgraph", "transfers")
     frameworks = ("pytorch",)
     tags = ("compute", "device")
 
@@ -266,21 +188,11 @@ class DeviceTransfer(Pass):
 
     def run(self, ctx) -> None:
         graph = ctx.analysis("callgraph")
-        loops = ctx.analysis("loops")
-        for function_id, indexes in sorted(_batch_calls(graph, loops).items(), key=lambda kv: kv[0]):
+        for function_id, stmts in ctx.analysis("transfers").by_function.items():
             fs, fn = graph.functions[function_id]
             if has_region(fs, fn, "device.transfer"):
                 continue
-            by_stmt: dict = {}
-            for i, call in enumerate(fn.calls):
-                if indexes is not None and i not in indexes:
-                    continue
-                by_stmt.setdefault(call.stmt, []).append(i)
-            for stmt, members in by_stmt.items():
-                moves = sorted((fn.calls[i] for i in members if self._batch_move(graph, function_id, fn, fn.calls[i])),
-                               key=lambda c: (c.line, c.col))
-                if not moves:
-                    continue
+            for stmt, moves in stmts.items():
                 call = moves[0]
                 if any(is_node(fs, w, "device.transfer") for w in call.withs):
                     continue
@@ -297,25 +209,11 @@ class DeviceTransfer(Pass):
                                                   ctx.names(fs.relpath).node("device.transfer")))
 
     @staticmethod
-    def _batch_move(graph, function_id: str, fn, call) -> bool:
-        if not _moves_to_device(fn, call):
-            return False
-        receiver = call.receiver
-        if not receiver:
-            return False
-        last = receiver.rsplit(".", 1)[-1]
-        if NOT_A_BATCH.search(last) or LOSS_NAME.search(last):
-            return False
-        if "(" not in receiver and model_classes(graph, function_id, receiver):
-            return False
-        return True
-
-    @staticmethod
     def _other_work(graph, function_id: str, fn, indexes) -> str | None:
         """A call in the statement that is not part of a copy: the model, a loss, a project function."""
         for i in indexes:
             call = fn.calls[i]
-            if _moves_to_device(fn, call):
+            if moves_to_device(fn, call):
                 continue
             if is_model_call(graph, function_id, i) or LOSS_NAME.search(call.method) or graph.targets(function_id, i):
                 return call.callee

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from dftpass.api import (
-    backward_then_step, calls_at, Case, in_compute_span, InsertAfter, InsertBefore, is_backward, is_node,
-    is_optimizer_step, Pass, PassKind, sibling,
+    calls_at, Case, in_compute_span, InsertAfter, InsertBefore, is_backward, is_node, is_optimizer_step, Pass,
+    PassKind, sibling, step_spans, WrapStmt,
 )
 
 #: in-place tensor methods a hand-written optimizer applies to each parameter
@@ -25,8 +25,10 @@ class OptimizerStep(Pass):
         * p.grad)``) in a function that runs a backward pass gets the same two lines around
         the loop. When the tracing budget asks for it (``--step-time`` on short steps,
         docs/performance.md), a backward statement and the step after it in the same block
-        share one region instead: ``ai.compute.start()`` before the backward,
-        ``ai.compute.stop()`` after the step (ML-R7 then leaves the backward alone).
+        share one region instead: ``with ai.compute:`` around the statements from the
+        backward through the step (ML-R7 then leaves the backward alone); on the shortest
+        steps the region starts at the statement that calls the model, and the forward has
+        no region of its own there: one compute region per step.
 
     Why:
         The step is where the weights are updated; with forward and backward it completes
@@ -40,6 +42,9 @@ class OptimizerStep(Pass):
     Fix safety:
         Safe. If the step raises, ``stop()`` is not reached and the step's event is lost;
         the exception propagates unchanged. A step already between start and stop is left alone.
+        The budget's region over several statements is a ``with``: it closes on ``continue``,
+        ``return`` and exceptions (a ``start()`` that misses its ``stop()`` there would cost the
+        process's whole trace: dftracer writes none).
 
     Options:
         None.
@@ -84,10 +89,11 @@ class OptimizerStep(Pass):
 
     def run(self, ctx) -> None:
         graph = ctx.analysis("callgraph")
-        fold = ctx.analysis("overhead").fold_backward_step
+        budget = ctx.analysis("overhead")
         self._manual_updates(ctx, graph)
-        for fs, fn in graph.functions.values():
-            spans = {s.stmt: b for b, s in backward_then_step(graph, fs, fn)} if fold else {}
+        for function_id, (fs, fn) in graph.functions.items():
+            spans = {s.step.stmt: s for s in step_spans(graph, function_id, budget.fold_forward)} \
+                if budget.fold_backward_step else {}
             for call in fn.calls:
                 if call.stmt_kind != "expr" or not is_optimizer_step(graph, fs, fn, call):
                     continue
@@ -96,12 +102,12 @@ class OptimizerStep(Pass):
                         any(is_node(fs, w, "compute.step") for w in call.withs) or in_compute_span(fs, fn, call):
                     continue
                 names = ctx.names(fs.relpath)
-                if call.stmt in spans:  # the tracing budget: one region from the backward through the step
-                    backward = spans[call.stmt]
-                    why = f"backward pass and optimizer step {call.callee}() in one region (tracing budget)"
-                    ctx.add_edit(fs.relpath, InsertBefore(self.id, backward.line, why, backward.stmt,
-                                                          names.start("compute")))
-                    ctx.add_edit(fs.relpath, InsertAfter(self.id, call.line, why, call.stmt, names.stop("compute")))
+                if call.stmt in spans:  # the tracing budget: one region over the step's statements
+                    span = spans[call.stmt]
+                    what = f"forward {span.forward.callee}(), backward pass" if span.forward else "backward pass"
+                    why = f"{what} and optimizer step {call.callee}() in one region (tracing budget)"
+                    ctx.add_edit(fs.relpath, WrapStmt(self.id, span.first.line, why, span.first.stmt,
+                                                      names.node("compute"), through=call.stmt))
                     continue
                 why = f"optimizer step {call.callee}()"
                 ctx.add_edit(fs.relpath, InsertBefore(self.id, call.line, why, call.stmt,

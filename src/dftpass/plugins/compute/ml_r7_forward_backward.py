@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from dftpass.api import (
-    backward_then_step, built_by_factory, Case, Finding, function_region, has_region, in_compute_span, is_backward,
-    is_compute_step, is_library_layer, is_model_call, is_node, is_optimizer_step, is_top_level_model, model_classes,
-    Pass, PassKind, Severity, step_calls, trains, WrapStmt,
+    built_by_factory, Case, Finding, function_region, has_region, in_compute_span, is_backward, is_compute_step,
+    is_library_layer, is_model_call, is_node, is_optimizer_step, is_top_level_model, model_classes, Pass, PassKind,
+    Severity, step_calls, step_spans, trains, WrapStmt,
 )
 
 
@@ -184,11 +184,25 @@ class ForwardBackward(Pass):
     def _forward(self, ctx, graph, calls) -> None:
         decorate: dict[str, str] = {}
         handled = False  # a model call that got its region (a class to decorate, a call site)
+        # the tracing budget's one compute region per step (ML-R4's) holds the training
+        # forward; the model's other calls are timed where they are, not by its class
+        one_region = ctx.analysis("overhead").fold_forward
+        folded = {(f, s.forward.stmt) for f in {f for f, _ in calls} for s in step_spans(graph, f, True)
+                  if s.forward} if one_region else set()
         for function_id, index in calls:
             if not is_model_call(graph, function_id, index):
                 continue
             fs, fn = graph.functions[function_id]
             call = fn.calls[index]
+            if (function_id, call.stmt) in folded or in_compute_span(fs, fn, call) or \
+                    any(is_node(fs, w, "compute.forward") for w in call.withs):
+                handled = True  # timed already: a second region of the node would nest in it
+                continue
+            if one_region:
+                handled |= self._wrap_call(ctx, graph, function_id, call, "compute.forward",
+                                           f"model call {call.callee}() (the tracing budget times the training "
+                                           "step as one region: the model's class is not decorated)")
+                continue
             candidates = model_classes(graph, function_id, call.callee)
             found = {c for c in candidates if is_top_level_model(graph, c)}
             factory = built_by_factory(graph, function_id, call.callee)
@@ -243,9 +257,9 @@ class ForwardBackward(Pass):
     # -- backward -----------------------------------------------------------------------------
     def _backward(self, ctx, graph) -> None:
         fold = ctx.analysis("overhead").fold_backward_step
-        for fs, fn in graph.functions.values():
+        for function_id, (fs, fn) in graph.functions.items():
             # the tracing budget folds a backward with the optimizer step after it: ML-R4's region
-            folded = {b.stmt for b, _ in backward_then_step(graph, fs, fn)} if fold else set()
+            folded = {s.backward.stmt for s in step_spans(graph, function_id)} if fold else set()
             for call in fn.calls:
                 if call.stmt_kind != "expr" or not is_backward(call) or call.stmt in folded \
                         or in_compute_span(fs, fn, call):
