@@ -198,8 +198,8 @@ def program(name: str) -> int:
     shutil.copytree(Path(ARGS.checkout) / recipe.folder, original, ignore=shutil.ignore_patterns("__pycache__", ".git"))
     argv = recipe.setup(work, original) + list(ARGS.arg)
     annotated = work / "annotated"
-    annotation = subprocess.run([*DFTPASS, "run", str(original), "--out", str(annotated)], check=True,
-                                capture_output=True, text=True)
+    annotation = subprocess.run([*DFTPASS, "run", str(original), "--out", str(annotated), *ARGS.dftpass_arg],
+                                check=True, capture_output=True, text=True)
     for generated in original.glob("data/*/*.bin"):  # nanoGPT's prepared tokens
         shutil.copy2(generated, annotated / generated.relative_to(original))
     for generated in original.glob("data/*/meta.pkl"):
@@ -282,6 +282,8 @@ def main() -> int:
     p.add_argument("--repeat", type=int, default=1, help="alternating repeats (medians of the times)")
     p.add_argument("--arg", action="append", default=[], help="an argument added to the program's (repeatable; "
                    "minGPT: --arg=--trainer.num_workers=2)")
+    p.add_argument("--dftpass-arg", action="append", default=[], help="an option added to `dftpass run` "
+                   "(repeatable; `--dftpass-arg=--step-time=0.005`)")
     p.add_argument("--analyze", action="store_true", help="also `dftpass trace` and `dftpass analyze` the annotated "
                    "program and print the verdict, causes and proposals")
     lib = sub.add_parser("library")

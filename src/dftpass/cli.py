@@ -33,13 +33,17 @@ exit codes (the same for every command):
 """
 
 
-def _seconds(text: str) -> float:
+def _seconds(text: str) -> float | Path:
+    """A step time in seconds, or a traced run (its folder) whose median step is read."""
     try:
         value = float(text)
     except ValueError:
+        if Path(text).exists():
+            return Path(text)
         value = -1.0
     if not value > 0 or value != value or value == float("inf"):
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds > 0 (0.001 is a 1 ms step)")
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds > 0 (0.001 is a 1 ms step) "
+                                         "nor a traced run's folder")
     return value
 
 
@@ -48,9 +52,10 @@ def _add_pipeline_options(p: argparse.ArgumentParser, plugin_pm=None) -> None:
     add_config_options(p)
     p.add_argument("--passes", help="run only these passes (comma-separated ids) and what they require")
     p.add_argument("--time-passes", action="store_true", help="print the time of each pass")
-    p.add_argument("--step-time", type=_seconds, metavar="SECONDS",
-                   help="the training step's time (e.g. 0.001): coarsen the regions a step writes so that "
-                        "tracing costs at most overhead.budget (3%%) of it")
+    p.add_argument("--step-time", type=_seconds, metavar="SECONDS|RUN",
+                   help="the training step's time (e.g. 0.001), or a traced run (its folder) whose median "
+                        "train step is read: coarsen the regions a step writes so that tracing costs at most "
+                        "overhead.budget (3%%) of it")
     add_format_options(p, ("text", "json", "sarif"))
     if plugin_pm is not None:
         group = p.add_argument_group("plugin options")

@@ -98,3 +98,22 @@ class StepCollector:
                     end = nxt
             steps.append(Step(start - origin, wait, None if end is None else end - start, phase))
         return StepSeries(proc[1], steps)
+
+
+def median_step(paths) -> tuple[float, int, str] | None:
+    """The median time of a run's training steps (seconds), how many steps it is the median
+    of, and their phase: what the tracing budget plans for (``--step-time RUN``). The steps
+    of the train phase where it was traced, else every step with a time; None when the
+    traces show no step."""
+    from statistics import median
+
+    from dftpass.analysis import timeline
+
+    collector = StepCollector()
+    timeline.read(paths, on_event=collector.add)
+    series = collector.series()
+    for phase in ("train", *series.phases):
+        times = [s.step_s for s in series.of_phase(phase) if s.step_s]
+        if times:
+            return median(times), len(times), phase
+    return None

@@ -47,11 +47,33 @@ def add_output_options(p) -> None:
     p.add_argument("-q", "--quiet", action="store_true", default=argparse.SUPPRESS, help="warnings and errors only")
 
 
+def step_time_of(given: float | Path) -> float:
+    """``--step-time``: seconds as given, or the median train step of a traced run (said on
+    stderr: the plan's budget rests on it)."""
+    if not isinstance(given, Path):
+        return given
+    from dftpass.analysis.steps import median_step
+    from dftpass.runs.layout import LayoutError, open_run
+
+    try:
+        found = median_step(open_run(given).trace_dirs())
+    except (LayoutError, OSError, ValueError) as exc:
+        raise UserError(f"--step-time {given}: {exc}") from exc
+    if found is None:
+        raise UserError(f"--step-time {given}: its traces show no training step (no wrapped batch loop); "
+                        "give the step time in seconds")
+    seconds, count, phase = found
+    seconds = float(f"{seconds:.3g}")  # three digits: a plan should not hang on the noise of one run
+    print(f"step time: {seconds * 1e3:g} ms, the median of {count} {phase} steps traced in {given}",
+          file=sys.stderr)
+    return seconds
+
+
 def load(args: argparse.Namespace):
     """The resolved configuration and a pass manager for a command's arguments."""
     sets = list(getattr(args, "set", []) or [])
     if getattr(args, "step_time", None) is not None:
-        sets.append(f"overhead.step-time={args.step_time}")
+        sets.append(f"overhead.step-time={step_time_of(args.step_time)}")
     if getattr(args, "trust_project_plugins", False):
         sets.append("plugins.trust-project=true")
     overrides = cli_overrides(getattr(args, "select", None), getattr(args, "ignore", None),

@@ -185,6 +185,10 @@ KEYS: dict[str, KeySpec] = {
     "overhead.step-time": KeySpec(
         None, lambda v: v is None or (isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0),
         "a number of seconds > 0", "the training step's time, for the tracing budget (unset: every region)"),
+    "overhead.event-us": KeySpec(
+        None, lambda v: v is None or (isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0),
+        "a number of µs > 0", "what one traced region costs on this machine, in its program (bench/overhead.py "
+        "prints it; unset: the costs of one construct timed alone, plugins/analyses/overhead.py)"),
     "optimize.min-gain-pct": KeySpec(
         2.0, lambda v: isinstance(v, (int, float)) and not isinstance(v, bool) and v >= 0, "a number >= 0",
         "the least median gain (% of the wall time) optimize keeps, beyond the noise between repeats"),

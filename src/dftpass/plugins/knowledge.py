@@ -160,22 +160,30 @@ def calls_at(fn: FunctionSummary, path: StmtPath | None) -> list[CallSite]:
 
 @attrs.frozen
 class StepSpan:
-    """One training step's statements in one block, for one compute region: ``first`` (the
-    forward's statement, or the backward's) through ``step`` (the optimizer step)."""
+    """One training step's statements in one block, for one compute region: the statement
+    at ``first`` (the forward's, or the backward's) through ``step`` (the optimizer step)."""
 
-    first: CallSite
+    first: StmtPath
+    line: int
     backward: CallSite
     step: CallSite
-    #: the model call of ``first`` when the forward is in the span, else None
+    #: the model call the span starts with, when the forward is in it
     forward: CallSite | None = None
+
+    def holds(self, stmt: StmtPath) -> bool:
+        """Whether the statement at ``stmt`` is in the span (at any depth)."""
+        n = len(self.first)
+        return stmt[:n - 1] == self.first[:-1] and len(stmt) >= n and stmt[n - 1][0] == self.first[-1][0] \
+            and self.first[-1][1] <= stmt[n - 1][1] <= self.step.stmt[-1][1]
 
 
 def step_spans(graph: CallGraph, function_id: str, with_forward: bool = False) -> list[StepSpan]:
     """The backward statements followed by an optimizer step in the same block
-    (``loss.backward()`` ... ``optimizer.step()``) and, ``with_forward``, the model call
-    before them there (``loss = F.mse_loss(model(x), y)``): the statements one ``ai.compute``
-    region covers when the tracing budget folds a step's compute. A forward before the
-    previous span's step belongs to that span (a GAN's two steps in one block)."""
+    (``loss.backward()`` ... ``optimizer.step()``) and, ``with_forward``, the statement of
+    that block before them that calls the model (``loss = F.mse_loss(model(x), y)``, or the
+    ``with torch.autocast(...):`` holding it): the statements one ``ai.compute`` region
+    covers when the tracing budget folds a step's compute. A forward before the previous
+    span's step belongs to that span (a GAN's two steps in one block)."""
     fs, fn = graph.functions[function_id]
     expr = [c for c in fn.calls if c.stmt_kind == "expr"]
     backwards = [c for c in expr if is_backward(c)]
@@ -190,11 +198,13 @@ def step_spans(graph: CallGraph, function_id: str, with_forward: bool = False) -
         forward = None
         if with_forward:
             done = max((p.step.stmt[-1][1] for p in spans if p.step.stmt[:-1] == block), default=-1)
-            models = [c for i, c in enumerate(fn.calls) if c.stmt[:-1] == block and c.stmt[-1][0] == field
-                      and done < c.stmt[-1][1] < at and c.stmt_kind in ("expr", "assign")
+            depth = len(b.stmt)
+            models = [c for i, c in enumerate(fn.calls) if len(c.stmt) >= depth and c.stmt[:depth - 1] == block
+                      and c.stmt[depth - 1][0] == field and done < c.stmt[depth - 1][1] < at
                       and is_model_call(graph, function_id, i)]
-            forward = min(models, key=lambda c: c.stmt[-1][1], default=None)
-        spans.append(StepSpan(forward or b, b, step, forward))
+            forward = min(models, key=lambda c: c.stmt[depth - 1][1], default=None)
+        first = forward.stmt[:len(b.stmt)] if forward else b.stmt
+        spans.append(StepSpan(first, (forward or b).line, b, step, forward))
     return spans
 
 

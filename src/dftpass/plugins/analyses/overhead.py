@@ -14,13 +14,16 @@ first, until the prediction fits:
    then those of the last update: still ordered, coarser);
 2. no loop-body event (``fetch.iter(..., include_block=False)``): the wait for each batch
    is kept, the body's time is the gap between two waits;
-3. the backward pass and the optimizer step in one region (``ai.compute`` from the backward
-   statement through the step: ML-R7 leaves the backward alone, ML-R4 spans both), where
-   they are statements of one block; the forward keeps its own.
+3. the backward pass and the optimizer step in one region (``with ai.compute:`` around the
+   statements from the backward through the step: ML-R7 leaves the backward alone, ML-R4
+   places the region), where they are statements of one block; the forward keeps its own;
+4. one compute region per step: the region starts at the statement that calls the model
+   (``loss = F.mse_loss(model(x), y)``), and the model's forward gets no region of its own
+   there (ML-R7 times other calls of the model, evaluation's, at the call site).
 
-What is left (the wait, the forward and the folded region, which the overlap analysis needs
-as compute) is the floor:
-when even that exceeds the budget, the plan says so with the figures. With no step time the
+What is left (the wait for each batch and one compute region, which the overlap analysis
+needs, and the device transfers of the batch: ``transfers``) is the floor: when even that
+exceeds the budget, the plan says so with the figures. With no step time the
 full placement stays and nothing is predicted: the cost depends on a number dftpass does not
 know. The rules read the decision (:class:`Granularity`) from here: ML-R8 guards its update,
 ML-R6 leaves out the body event, ML-R7 and ML-R4 fold backward and step.
@@ -40,6 +43,7 @@ COST_US = {
     "fetch.body": 8.0,  # the body's event alone (one region's cost)
     "compute": 8.0,  # one of forward, backward, the optimizer step
     "update": 15.88,  # the step's guarded subtree update (ML-R8)
+    "transfer": 8.0,  # one ``with ai.device.transfer:`` (ML-R17)
 }
 #: the compute regions a training step writes (forward, backward, the optimizer step)
 COMPUTE_REGIONS = 3
@@ -57,12 +61,18 @@ class Granularity:
     loop_body: bool = True
     #: whether the backward pass and the optimizer step share one region
     fold_backward_step: bool = False
+    #: whether that region starts at the forward's statement: one compute region per step
+    fold_forward: bool = False
+    #: the device-transfer regions a step writes (counted, not coarsened)
+    transfers: int = 0
     #: the step time the decision was made for (s); None: not known, nothing decided
     step_time_s: float | None = None
     budget: float = 0.03
     #: µs a step with every region, and with the regions kept
     full_us: float = 0.0
     kept_us: float = 0.0
+    #: one region's cost as measured here (``overhead.event-us``); None: :data:`COST_US`
+    event_us: float | None = None
 
     @property
     def coarsened(self) -> list[str]:
@@ -71,7 +81,9 @@ class Granularity:
             out.append(f"the step's metadata update every {self.update_every} steps")
         if not self.loop_body:
             out.append("no loop-body event (fetch.block)")
-        if self.fold_backward_step:
+        if self.fold_forward:
+            out.append("one compute region per step, forward through optimizer step (ai.compute)")
+        elif self.fold_backward_step:
             out.append("the backward pass and the optimizer step in one region (ai.compute)")
         return out
 
@@ -81,50 +93,70 @@ class Granularity:
             return ""
         step_us = self.step_time_s * 1e6
         full, kept = self.full_us / step_us, self.kept_us / step_us
+        moved = f", {self.transfers} device transfer{'s' if self.transfers > 1 else ''} included" \
+            if self.transfers else ""
+        measured = f", at {self.event_us:g} µs a region (overhead.event-us)" if self.event_us else ""
         head = (f"overhead: budget {self.budget:.1%} of a {self.step_time_s * 1e3:g} ms step = "
-                f"{self.budget * step_us:.1f} µs; every region {self.full_us:.1f} µs ({full:.1%})")
+                f"{self.budget * step_us:.1f} µs; every region {self.full_us:.1f} µs ({full:.1%}{moved}{measured})")
         if not self.coarsened:
             return head + ": within the budget, nothing coarsened"
         text = f"{head}; coarsened: {', '.join(self.coarsened)} -> {self.kept_us:.1f} µs ({kept:.1%})"
         if kept > self.budget:
-            regions = COMPUTE_REGIONS - (1 if self.fold_backward_step else 0)
-            text += (f"; still over the budget: the floor is the wait for each batch and the "
-                     f"{regions} compute regions the overlap analysis needs")
+            regions = COMPUTE_REGIONS - self.fold_backward_step - self.fold_forward
+            moved = f" and the batch's {self.transfers} device transfer(s)" if self.transfers else ""
+            text += (f"; still over the budget: the floor is the wait for each batch, the {regions} compute "
+                     f"region{'s' if regions > 1 else ''} the overlap analysis needs{moved}")
         return text
 
 
-def decide(step_time_s: float | None, budget: float) -> Granularity:
-    """The coarsest granularity the budget needs, no coarser (see the module docstring)."""
-    compute = COMPUTE_REGIONS * COST_US["compute"]
-    full = COST_US["fetch.iter"] + compute + COST_US["update"]
+def decide(step_time_s: float | None, budget: float, transfers: int = 0,
+           event_us: float | None = None) -> Granularity:
+    """The coarsest granularity the budget needs, no coarser (see the module docstring);
+    ``transfers``: the device-transfer regions each step writes; ``event_us``: one region's
+    cost measured here (``overhead.event-us``), which scales every cost."""
+    scale = event_us / COST_US["compute"] if event_us else 1.0
+    cost = {name: us * scale for name, us in COST_US.items()}
+    compute = COMPUTE_REGIONS * cost["compute"]
+    fixed = cost["transfer"] * transfers  # not coarsened: counted
+    full = cost["fetch.iter"] + compute + fixed + cost["update"]
     if step_time_s is None:
-        return Granularity(budget=budget, full_us=full, kept_us=full)
+        return Granularity(budget=budget, full_us=full, kept_us=full, transfers=transfers, event_us=event_us)
     allowed = budget * step_time_s * 1e6
-    fetch = COST_US["fetch.iter"]
-    loop_body = True
+    fetch = cost["fetch.iter"]
+
+    def regions() -> float:
+        return fetch + compute + fixed
+
+    def fits(every: int) -> bool:
+        return regions() + cost["update"] / every <= allowed
+
     # 1. the update every k-th step, the least k that fits what the regions leave
-    every = _update_every(allowed - fetch - compute)
-    # 2. then the loop body's event, and k again for what that frees
-    if fetch + compute + COST_US["update"] / every > allowed:
-        loop_body = False
-        fetch -= COST_US["fetch.body"]
-        every = _update_every(allowed - fetch - compute)
-    # 3. then the backward pass and the optimizer step in one region
-    fold = fetch + compute + COST_US["update"] / every > allowed
-    if fold:
-        compute -= COST_US["compute"]
-        every = _update_every(allowed - fetch - compute)
-    kept = fetch + compute + COST_US["update"] / every
-    return Granularity(every, loop_body, fold, step_time_s, budget, full, kept)
+    every = _update_every(allowed - regions(), cost["update"])
+    levers = []
+    # 2. the loop body's event, 3. backward and step in one region, 4. the forward in it too;
+    # after each, k again for what it freed
+    for lever, saves in (("body", cost["fetch.body"]), ("fold", cost["compute"]),
+                         ("forward", cost["compute"])):
+        if fits(every):
+            break
+        levers.append(lever)
+        if lever == "body":
+            fetch -= saves
+        else:
+            compute -= saves
+        every = _update_every(allowed - regions(), cost["update"])
+    kept = regions() + cost["update"] / every
+    return Granularity(every, "body" not in levers, "fold" in levers, "forward" in levers, transfers,
+                       step_time_s, budget, full, kept, event_us)
 
 
-def _update_every(left_us: float) -> int:
+def _update_every(left_us: float, update_us: float) -> int:
     """How seldom the update must run to cost at most ``left_us`` a step."""
-    if left_us >= COST_US["update"]:
+    if left_us >= update_us:
         return 1
     if left_us <= 0:
         return MAX_UPDATE_EVERY
-    return min(MAX_UPDATE_EVERY, math.ceil(COST_US["update"] / left_us))
+    return min(MAX_UPDATE_EVERY, math.ceil(update_us / left_us))
 
 
 class OverheadAnalysis(Pass):
@@ -134,5 +166,12 @@ class OverheadAnalysis(Pass):
     title = "Tracing budget"
     kind = PassKind.ANALYSIS
 
+    requires = ("callgraph", "transfers")
+
     def run(self, ctx) -> Granularity:
-        return decide(ctx.config.get("overhead.step-time"), ctx.config.get("overhead.budget"))
+        step_time = ctx.config.get("overhead.step-time")
+        transfers = 0
+        if step_time is not None:
+            graph = ctx.analysis("callgraph")
+            transfers = ctx.analysis("transfers").per_step(graph, lambda path: ctx.rule_enabled_for("ML-R17", path))
+        return decide(step_time, ctx.config.get("overhead.budget"), transfers, ctx.config.get("overhead.event-us"))

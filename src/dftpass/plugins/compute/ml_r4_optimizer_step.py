@@ -43,8 +43,8 @@ class OptimizerStep(Pass):
         Safe. If the step raises, ``stop()`` is not reached and the step's event is lost;
         the exception propagates unchanged. A step already between start and stop is left alone.
         The budget's region over several statements is a ``with``: it closes on ``continue``,
-        ``return`` and exceptions (a ``start()`` that misses its ``stop()`` there would cost the
-        process's whole trace: dftracer writes none).
+        ``return`` and exceptions, where a ``start()`` that misses its ``stop()`` would lose
+        that step's event (docs/decisions.md).
 
     Options:
         None.
@@ -106,8 +106,8 @@ class OptimizerStep(Pass):
                     span = spans[call.stmt]
                     what = f"forward {span.forward.callee}(), backward pass" if span.forward else "backward pass"
                     why = f"{what} and optimizer step {call.callee}() in one region (tracing budget)"
-                    ctx.add_edit(fs.relpath, WrapStmt(self.id, span.first.line, why, span.first.stmt,
-                                                      names.node("compute"), through=call.stmt))
+                    ctx.add_edit(fs.relpath, WrapStmt(self.id, span.line, why, span.first, names.node("compute"),
+                                                      through=call.stmt))
                     continue
                 why = f"optimizer step {call.callee}()"
                 ctx.add_edit(fs.relpath, InsertBefore(self.id, call.line, why, call.stmt,

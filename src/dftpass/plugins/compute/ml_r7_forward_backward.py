@@ -187,14 +187,14 @@ class ForwardBackward(Pass):
         # the tracing budget's one compute region per step (ML-R4's) holds the training
         # forward; the model's other calls are timed where they are, not by its class
         one_region = ctx.analysis("overhead").fold_forward
-        folded = {(f, s.forward.stmt) for f in {f for f, _ in calls} for s in step_spans(graph, f, True)
-                  if s.forward} if one_region else set()
+        spans = {f: [s for s in step_spans(graph, f, True) if s.forward] for f in {f for f, _ in calls}} \
+            if one_region else {}
         for function_id, index in calls:
             if not is_model_call(graph, function_id, index):
                 continue
             fs, fn = graph.functions[function_id]
             call = fn.calls[index]
-            if (function_id, call.stmt) in folded or in_compute_span(fs, fn, call) or \
+            if any(s.holds(call.stmt) for s in spans.get(function_id, ())) or in_compute_span(fs, fn, call) or \
                     any(is_node(fs, w, "compute.forward") for w in call.withs):
                 handled = True  # timed already: a second region of the node would nest in it
                 continue
