@@ -41,7 +41,7 @@ from typing import Callable
 import attrs
 import libcst as cst
 
-from dftpass.core.edits import Decorate, Edit, EditSet, InsertBefore, edit_target
+from dftpass.core.edits import Decorate, Edit, EditSet, InsertBefore, WrapStmt, edit_target
 from dftpass.core.emitter import API_MODULE
 from dftpass.core.linebytes import keep_original_bytes
 
@@ -339,7 +339,7 @@ def apply_in_pieces(source: bytes, edit_set: EditSet, import_anchor: int) -> byt
     """The edited file, regenerating only the statements that need it; None where the file
     cannot be cut (the caller then transforms the whole file). Raises what the transform
     raises (:class:`dftpass.core.rewrite.EditError`, libcst's errors)."""
-    if not _utf8(source) or any(getattr(e, "through", 0) for e in edit_set.edits):
+    if not _utf8(source) or any(isinstance(e, WrapStmt) and e.through for e in edit_set.edits):
         return None  # a region over several statements: rare (one per training loop), done whole
     tree = ast.parse(source)
     if not tree.body:
