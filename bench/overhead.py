@@ -1,10 +1,11 @@
 """What dftpass's regions cost a training loop, per rule group, with tracing off and on.
 
-    python bench/overhead.py [--repeats 5] [--steps-ms 1 10] [--max-on-pct 3] [--max-off-pct 0.5]
+    python bench/overhead.py [--rounds 60] [--steps-ms 1 6] [--groups io budgeted]
+                             [--max-on-pct 3] [--max-off-pct 0.5]
 
 A small real training program (torch, CPU, one thread, in-memory data set, a DataLoader, a
-checkpoint per epoch, argparse) is generated with a step of about 1 ms and of about 10 ms
-(a matmul sized on this machine). It is annotated with growing rule groups:
+checkpoint per epoch, argparse) is generated with a step of about 1 ms and of about 6 ms
+(a layer width sized on this machine). It is annotated with rule groups:
 
     lifecycle   ML-R1 only (initialize, root region, finalize)
     ai          + the AI regions (phases, epochs, batches, forward/backward/step, items,
@@ -14,23 +15,29 @@ checkpoint per epoch, argparse) is generated with a step of about 1 ms and of ab
     budgeted    every default rule, annotated with ``--step-time`` of the step measured: the
                 tracing budget (3 %) coarsens what a step writes (plugins/analyses/overhead.py)
 
-Each variant runs with tracing off and on; the program reports the CPU time of its
-training loop (start-up excluded; ``DFTPASS_BENCH_WALL=1``: wall time instead), and the
-figure is the median over alternating repeats, against the original program's median from
-the same rounds. The fixed cost per process (the import of dftracer, with and without
-dftpass's import prelude) is measured in wall time.
+The training loop's figure is paired: one process (tracing off, then one with tracing on)
+imports the original and every variant and runs their ``train`` an epoch of ~0.1 s each in
+turn, ``--rounds`` times, ABC then CBA. Each variant's epoch is set against the original's
+epoch of the same round; the figure is the median of those ratios with their quartiles,
+and beside it the fastest epoch against the original's fastest. Separate runs of the whole
+program spread ±15-50 % here (another tenant's load moves within seconds), far more than
+what is measured; turns of 0.1 s side by side meet the same machine. Every variant's loss
+must equal the original's in every round.
 
-Whole-program figures on a shared machine carry a few % of noise; the cost of one use of
-each construct, measured in one process, does not: the bench prints those too, and the
-overhead they predict from the events each step writes.
+Also printed: the fixed cost per process (the import of dftracer, with and without
+dftpass's import prelude, wall time), the cost of one use of each construct in a loop of
+its own, the events each variant writes a step (one traced epoch), and whether each whole
+program still gives the original's loss, tracing off and on.
 
 Exits 1 when a group exceeds ``--max-on-pct`` / ``--max-off-pct`` (the compass: 3 % on,
-0.5 % off).
+0.5 % off) or a loss differs.
 """
 
 from __future__ import annotations
 
 import argparse
+import gzip
+import json
 import os
 import shutil
 import statistics
@@ -212,45 +219,6 @@ def construct_costs(work: Path, base_env: dict, prelude: str) -> None:
         print(f"| {label} | {values['off']} | {values['on']} |")
 
 
-def model(work: Path, step_ms: float, steps: int, base: float, budget_every: int = 1,
-          loops: dict | None = None) -> None:
-    """The overhead the construct costs predict for each group, tracing off and on: events
-    per step (counted in the traced run of repeat 0) x the cost of one region, plus ML-R8's
-    guarded update, over the original's step time. With the measured loop times, also what
-    one event cost in the program (on minus off, over the events): the figure for
-    ``overhead.event-us``, noisy as the whole-program figures are."""
-    import gzip
-    import json
-
-    region = CONSTRUCT_COSTS["with ai.compute.backward:"]
-    update = CONSTRUCT_COSTS["the same, under `if env.DFTRACER_ENABLE:` (as emitted)"]
-    step_us = base / steps * 1e6
-    print(f"predicted from the construct costs (an event {region['off']} / {region['on']} µs off / on, ML-R8's "
-          f"update {update['off']} / {update['on']} µs, a step {step_us:.0f} µs):")
-    print("| group | events a step | off | on | measured µs an event (on - off) |")
-    print("|---|---|---|---|---|")
-    for group in (g for g in (*GROUPS, "budgeted") if (work / f"trace-{step_ms}-{g}-0").is_dir()):
-        files = list((work / f"trace-{step_ms}-{group}-0").glob("*.pfw*"))
-        events = 0
-        for f in files:
-            opener = gzip.open if f.suffix == ".gz" else open
-            with opener(f, "rt") as fh:
-                for line in fh:
-                    line = line.strip().rstrip(",")
-                    if line.startswith("{"):
-                        e = json.loads(line)
-                        # dftpass's regions: not dftracer's own records, intercepted calls or metadata
-                        events += e.get("cat") not in (None, "dftracer", "POSIX", "STDIO") and "dur" in e
-        per_step = events / steps
-        updates = 0 if group == "lifecycle" else 1 / budget_every if group == "budgeted" else 1
-        pct = {t: (per_step * float(region[t]) + updates * float(update[t])) / step_us * 100 for t in ("off", "on")}
-        in_situ = ""
-        if loops and events and (group, "on") in loops:
-            on, off = (statistics.median(loops[(group, t)]) for t in ("on", "off"))
-            in_situ = f"{(on - off) / events * 1e6:.1f}"
-        print(f"| {group} | {per_step:.1f} | {pct['off']:+.2f}% | {pct['on']:+.1f}% | {in_situ} |")
-
-
 def width_for(step_ms: float, depth: int = 2) -> int:
     """The layer width whose training step takes about ``step_ms`` here (one thread)."""
     import torch
@@ -274,32 +242,127 @@ def width_for(step_ms: float, depth: int = 2) -> int:
     return best
 
 
-def run(cmd: list[str], env: dict | None = None, cwd: Path | None = None) -> tuple[float, float, str]:
+def run(cmd: list[str], env: dict | None = None, cwd: Path | None = None) -> tuple[float, str]:
+    """The wall time of a command and its output."""
     start = time.perf_counter()
     proc = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=cwd)
     wall = time.perf_counter() - start
     if proc.returncode != 0:
         raise SystemExit(f"failed: {' '.join(cmd)}\n{proc.stdout}\n{proc.stderr}")
-    # the loop's CPU time (all threads of the process): on a shared machine, time stolen by
-    # other tenants lands in wall time (runs of the same program spread 20-90 %), far less in
-    # CPU time
-    key = "LOOP_S " if os.environ.get("DFTPASS_BENCH_WALL") == "1" else "LOOP_CPU_S "
-    loop = next((float(line.split()[1]) for line in proc.stdout.splitlines() if line.startswith(key)), wall)
-    return loop, wall, proc.stdout
+    return wall, proc.stdout
+
+
+PAIRED = r"""
+# the training loops of the variants, interleaved in one process (bench/overhead.py, generated)
+import importlib.util, json, os, sys, time
+{prelude}
+import torch
+from dftracer.python import dftracer
+
+spec = json.loads(sys.argv[1])
+log = None
+if os.environ.get("DFTRACER_ENABLE") == "1":  # as ML-R1's main would
+    log = dftracer.initialize_log(logfile=os.environ.get("DFTRACER_LOG_FILE"), data_dir=None, process_id=-1)
+torch.set_num_threads(1)
+width, steps = spec["width"], spec["steps"]
+state = {{}}
+for name, path in spec["variants"].items():
+    module_spec = importlib.util.spec_from_file_location(f"variant_{{name}}", path)
+    module = importlib.util.module_from_spec(module_spec)
+    module_spec.loader.exec_module(module)
+    torch.manual_seed(0)
+    loader = torch.utils.data.DataLoader(module.Pairs(steps * 16, width), batch_size=16, shuffle=False)
+    model = module.Net(width, width, 2)
+    state[name] = (module, model, loader, torch.optim.SGD(model.parameters(), lr=1e-3))
+
+
+def epoch(name, number):
+    module, model, loader, optimizer = state[name]
+    start = time.process_time()
+    loss = module.train(model, loader, optimizer, torch.device("cpu"), number)
+    return time.process_time() - start, loss
+
+
+names = list(state)
+for name in names:  # warm-up: allocator, caches, the lazily built parts of dftracer
+    epoch(name, 0)
+for r in range(spec["rounds"]):
+    # ABC CBA ...: a drift of the machine's speed within a round falls on every variant alike
+    for name in (names if r % 2 == 0 else names[::-1]):
+        seconds, loss = epoch(name, r + 1)
+        print(json.dumps({{"round": r, "variant": name, "cpu_s": seconds, "loss": loss}}), flush=True)
+if log is not None:
+    log.finalize()
+"""
+
+
+def paired(work: Path, base_env: dict, prelude: str, variants: dict[str, Path], width: int, steps: int,
+           rounds: int, trace: Path | None) -> dict[str, list[dict]]:
+    """One process runs every variant's training loop, an epoch each in turn, ``rounds`` times:
+    the rows of each variant, in round order."""
+    script = work / "paired.py"
+    script.write_text(PAIRED.format(prelude=prelude))
+    env = dict(base_env)
+    if trace is not None:
+        from dftpass.core.emitter import traced_env
+
+        env.update(traced_env(str(trace / "trace")))
+    spec = {"width": width, "steps": steps, "rounds": rounds,
+            "variants": {name: str(folder / "train.py") for name, folder in variants.items()}}
+    proc = subprocess.run([sys.executable, str(script), json.dumps(spec)], capture_output=True, text=True, env=env)
+    if proc.returncode != 0:
+        raise SystemExit(f"the paired run failed:\n{proc.stdout}\n{proc.stderr}")
+    rows: dict[str, list[dict]] = {name: [] for name in variants}
+    for line in proc.stdout.splitlines():
+        if line.startswith("{"):
+            row = json.loads(line)
+            rows[row["variant"]].append(row)
+    return rows
+
+
+def overhead(rows: dict[str, list[dict]], name: str) -> tuple[float, float, float]:
+    """The median of the variant's per-round overhead against the original's epoch of the same
+    round, and the quartiles of those ratios (%)."""
+    ratios = sorted((v["cpu_s"] / o["cpu_s"] - 1) * 100 for v, o in zip(rows[name], rows["original"]))
+    q1, _, q3 = statistics.quantiles(ratios, n=4) if len(ratios) > 1 else (ratios[0],) * 3
+    return statistics.median(ratios), q1, q3
+
+
+def least(rows: dict[str, list[dict]], name: str) -> float:
+    """The variant's fastest epoch against the original's fastest (%): another tenant's work
+    only ever adds time, so the fastest turn is the least disturbed one."""
+    return (min(r["cpu_s"] for r in rows[name]) / min(r["cpu_s"] for r in rows["original"]) - 1) * 100
+
+
+def events_per_step(trace: Path, steps: int) -> float:
+    """dftpass's regions in a traced run of one variant (not dftracer's own records, intercepted
+    calls or metadata), per training step."""
+    events = 0
+    for path in trace.glob("*.pfw*"):
+        opener = gzip.open if path.suffix == ".gz" else open
+        with opener(path, "rt") as fh:
+            for line in fh:
+                line = line.strip().rstrip(",")
+                if line.startswith("{"):
+                    event = json.loads(line)
+                    events += event.get("cat") not in (None, "dftracer", "POSIX", "STDIO") and "dur" in event
+    return events / steps
 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--repeats", type=int, default=5)
-    ap.add_argument("--steps-ms", type=float, nargs="+", default=[1.0, 10.0])
+    ap.add_argument("--repeats", type=int, default=5, help="runs of each whole program (fixed costs, same loss)")
+    ap.add_argument("--rounds", type=int, default=60, help="epochs of each variant in the paired loop figure")
+    ap.add_argument("--steps-ms", type=float, nargs="+", default=[1.0, 6.0])
     ap.add_argument("--max-on-pct", type=float, default=None)
     ap.add_argument("--max-off-pct", type=float, default=None)
     ap.add_argument("--keep", help="keep the generated programs and traces in this folder")
-    ap.add_argument("--groups", nargs="+", choices=[*GROUPS, "budgeted"], default=[*GROUPS, "budgeted"],
-                    help="the variants to run beside the original (fewer: more repeats in the same time)")
+    ap.add_argument("--groups", nargs="+", choices=[*GROUPS, "budgeted"], default=["io", "budgeted"],
+                    help="the variants beside the original (default: every rule, and every rule budgeted)")
     args = ap.parse_args()
 
     from dftpass.core.emitter import IMPORT_PRELUDE, traced_env
+    from dftpass.plugins.analyses.overhead import decide
 
     IMPORTS["torch + dftracer, prelude"] = f"import torch; {IMPORT_PRELUDE}; from dftracer.python import ai"
     work = Path(args.keep or tempfile.mkdtemp(prefix="dftpass-overhead-"))
@@ -309,12 +372,12 @@ def main() -> int:
     src = work / "original"
     src.mkdir()
     (src / "train.py").write_text(PROGRAM)
-    variants = {"original": src}
+    fixed = {"original": src}
     for group, selection in ((g, s) for g, s in GROUPS.items() if g in args.groups):
         out = work / group
         subprocess.run([*DFTPASS, "run", str(src), "--out", str(out), "-q", *selection], check=True,
                        capture_output=True)
-        variants[group] = out
+        fixed[group] = out
     base_env = {k: v for k, v in os.environ.items() if not k.startswith("DFTRACER_")}
     failed = False
 
@@ -322,67 +385,78 @@ def main() -> int:
     import_times: dict[str, list[float]] = {k: [] for k in IMPORTS}
     for _ in range(args.repeats):
         for name, code in IMPORTS.items():
-            _, wall, _ = run([sys.executable, "-c", code], env=base_env)
+            wall, _ = run([sys.executable, "-c", code], env=base_env)
             import_times[name].append(wall)
     for name, times in import_times.items():
         print(f"  {name:28s} {statistics.median(times):6.2f}")
 
     construct_costs(work, base_env, IMPORT_PRELUDE)
 
-    from dftpass.plugins.analyses.overhead import decide
-
     for step_ms in args.steps_ms:
         width = width_for(step_ms)
-        steps = max(30, int(1000 / step_ms))  # ~1 s an epoch: short loops drown in the noise
-        prog_args = ["--steps", str(steps), "--width", str(width), "--epochs", "3"]
-        # annotated for the step the original takes here (one warm-up run: the width only
-        # approximates the target): what the tracing budget keeps, and what dftpass predicts
-        warm, _, _ = run([sys.executable, "train.py", *prog_args, "--out", str(work / "ckpt")], env=base_env, cwd=src)
-        step_s = float(f"{warm / steps / 3:.2g}")
-        budgeted = work / f"budgeted-{step_ms:g}"
-        planned = subprocess.run([*DFTPASS, "run", str(src), "--out", str(budgeted), "-q", "--step-time",
-                                  str(step_s)], check=True, capture_output=True, text=True)
-        print(f"\n{next((ln for ln in planned.stderr.splitlines() if ln.startswith('overhead:')), '')}")
+        # ~0.1 s an epoch: the shorter the turns, the more alike the machine each variant meets
+        steps = max(20, int(100 / step_ms))
+        # the step the original takes in the paired loop (the width only approximates the
+        # target): the budgeted variant is planned for it, as `--step-time RUN` would
+        # (measured beside the other variants: alone, the same loop ran up to 1.7x slower here)
+        warm = paired(work, base_env, IMPORT_PRELUDE, fixed, width, steps, 16, None)
+        # the later rounds: a fresh process's first seconds run slower (page faults, caches)
+        step_s = float(f"{statistics.median(r['cpu_s'] for r in warm['original'][8:]) / steps:.2g}")
+        variants = dict(fixed)
         if "budgeted" in args.groups:
+            budgeted = work / f"budgeted-{step_ms:g}"
+            planned = subprocess.run([*DFTPASS, "run", str(src), "--out", str(budgeted), "-q", "--step-time",
+                                      str(step_s)], check=True, capture_output=True, text=True)
+            print(f"\n{next((ln for ln in planned.stderr.splitlines() if ln.startswith('overhead:')), '')}")
             variants["budgeted"] = budgeted
-        granularity = decide(step_s, 0.03, transfers=1)  # the program moves its batch once a step
-        loops: dict[tuple[str, str], list[float]] = {}
-        results: dict[tuple[str, str], set[str]] = {}
-        for r in range(args.repeats):
-            for name, folder in variants.items():
-                for tracing in (("off",) if name == "original" else ("off", "on")):
-                    env = dict(base_env)
-                    if tracing == "on":
-                        env.update(traced_env(str(work / f"trace-{step_ms}-{name}-{r}" / "trace")))
-                    loop, _, out = run([sys.executable, "train.py", *prog_args, "--out", str(work / "ckpt")],
-                                       env=env, cwd=folder)
-                    loops.setdefault((name, tracing), []).append(loop)
-                    results.setdefault((name, tracing), set()).add(
-                        next(line for line in out.splitlines() if line.startswith("LOSS")))
-        base = statistics.median(loops[("original", "off")])
-        spread = (min(loops[("original", "off")]) / base - 1) * 100, (max(loops[("original", "off")]) / base - 1) * 100
-        print(f"\n## step of about {step_ms:g} ms (width {width}, {steps} steps x 3 epochs; "
-              f"original loop {base:.3f} s = {base / steps / 3 * 1000:.2f} ms/step), medians of {args.repeats}")
-        print(f"(the original's own runs spread {spread[0]:+.1f}% .. {spread[1]:+.1f}% around its median: "
-              "differences inside that band are noise)")
-        # the least of the repeats too: another tenant's work only ever adds time, so the
-        # fastest run is the one least disturbed (the medians here spread tens of %)
-        least = min(loops[("original", "off")])
-        print("| group | tracing | loop CPU s | overhead | least of the repeats | same loss |")
-        print("|---|---|---|---|---|---|")
-        same = results[("original", "off")]
-        for (name, tracing), times in loops.items():
-            med = statistics.median(times)
-            pct = (med / base - 1) * 100
-            low = (min(times) / least - 1) * 100
-            print(f"| {name} | {tracing} | {med:.3f} | {pct:+.1f}% | {low:+.1f}% | "
-                  f"{'yes' if results[(name, tracing)] == same else 'NO'} |")
-            limit = args.max_on_pct if tracing == "on" else args.max_off_pct
-            if name != "original" and limit is not None and pct > limit:
-                failed = True
-            if results[(name, tracing)] != same:
-                failed = True
-        model(work, step_ms, steps * 3, base, granularity.update_every, loops)
+        decision = decide(step_s, 0.03, transfers=1)  # the program moves its batch once a step
+        predicted = {"io": decision.full_us, "budgeted": decision.kept_us}
+        measured = {tracing: paired(work, base_env, IMPORT_PRELUDE, variants, width, steps, args.rounds,
+                                    work / f"trace-{step_ms:g}-paired" if tracing == "on" else None)
+                    for tracing in ("off", "on")}
+        loop_s = statistics.median(r["cpu_s"] for r in measured["off"]["original"])
+        step_us = loop_s / steps * 1e6
+        print(f"\n## step of about {step_ms:g} ms (width {width}, {steps} steps an epoch; the original's "
+              f"step {step_us / 1000:.2f} ms): the training loop's CPU time against the original's epoch "
+              f"of the same round, median [quartiles] of {args.rounds} rounds, one process each")
+        print("| group | events a step | predicted on | off | on | off, least | on, least | µs a step, on "
+              "(in situ) | same loss |")
+        print("|---|---|---|---|---|---|---|---|---|")
+        for name, folder in variants.items():
+            if name == "original":
+                continue
+            # the events it writes: one traced epoch of this variant alone
+            trace = work / f"trace-{step_ms:g}-{name}"
+            paired(work, base_env, IMPORT_PRELUDE, {name: folder}, width, steps, 1, trace)
+            per_step = events_per_step(trace, steps * 2)  # the warm-up epoch and one round
+            cells = {}
+            for tracing in ("off", "on"):
+                med, q1, q3 = overhead(measured[tracing], name)
+                cells[tracing] = f"{med:+.1f}% [{q1:+.1f}, {q3:+.1f}]"
+                limit = args.max_on_pct if tracing == "on" else args.max_off_pct
+                failed |= limit is not None and med > limit
+            same = all(v["loss"] == o["loss"] for tracing in measured
+                       for v, o in zip(measured[tracing][name], measured[tracing]["original"]))
+            failed |= not same
+            on_us = overhead(measured["on"], name)[0] / 100 * step_us
+            guess = f"{predicted[name] / step_us * 100:+.1f}%" if name in predicted else "-"
+            print(f"| {name} | {per_step:.1f} | {guess} | {cells['off']} | {cells['on']} | "
+                  f"{least(measured['off'], name):+.1f}% | {least(measured['on'], name):+.1f}% | "
+                  f"{on_us:.0f} | {'yes' if same else 'NO'} |")
+    # every whole program still runs to the original's result, tracing off and on
+    results = {}
+    for name, folder in fixed.items():
+        for tracing in (("off",) if name == "original" else ("off", "on")):
+            env = dict(base_env)
+            if tracing == "on":
+                env.update(traced_env(str(work / f"trace-program-{name}" / "trace")))
+            _, out = run([sys.executable, "train.py", "--steps", "30", "--out", str(work / "ckpt")], env=env,
+                         cwd=folder)
+            results[(name, tracing)] = next(line for line in out.splitlines() if line.startswith("LOSS"))
+    same = {key: value == results[("original", "off")] for key, value in results.items()}
+    print("\nwhole programs (30 steps x 3 epochs), same loss as the original: "
+          + ", ".join(f"{name} {tracing} {'yes' if ok else 'NO'}" for (name, tracing), ok in same.items()))
+    failed |= not all(same.values())
     if not args.keep:
         shutil.rmtree(work, ignore_errors=True)
     return 1 if failed else 0

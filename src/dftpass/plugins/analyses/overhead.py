@@ -1,14 +1,17 @@
 """The ``overhead`` analysis: how much tracing may cost a training step, and the granularity
 that keeps it within that budget.
 
-Tracing costs a fixed few microseconds per event with tracing on (docs/performance.md,
-"Overhead of the regions"). What dftpass puts on a training step writes, per step: the wait
-for the batch and the loop's body (``fetch.iter``: two events), the forward, backward and
-optimizer-step regions, and the step's metadata update. On a 6 ms step that is ~1%; on a
-1 ms step ~6%. The budget (``overhead.budget``, 3% by default) turns that from an accident
-into a choice: given the step time (``--step-time``, or ``overhead.step-time``), this
-analysis predicts the cost of the full placement and coarsens it, cheapest information
-first, until the prediction fits:
+Tracing costs time per event, and more inside a training loop than in a loop of events alone:
+the first tracer call after the model's compute finds the interpreter's and the tracer's code
+and data evicted from the caches (docs/performance.md, "In situ"). Measured side by side in
+one process on a 1 ms step, a step that writes one event costs ~53 µs more, each further
+event ~18 µs. What dftpass puts on a training step writes, per step: the wait for the batch
+and the loop's body (``fetch.iter``: two events), the forward, backward and optimizer-step
+regions, the batch's device transfers, and the step's metadata update: ~160 µs, 16% of a
+1 ms step, 2.7% of a 6 ms one. The budget (``overhead.budget``, 3% by default) turns that
+from an accident into a choice: given the step time (``--step-time``, or
+``overhead.step-time``), this analysis predicts the cost of the full placement and coarsens
+it, cheapest information first, until the prediction fits:
 
 1. the metadata update every k-th step (the step numbers of the other steps' events are
    then those of the last update: still ordered, coarser);
@@ -37,14 +40,18 @@ import attrs
 
 from dftpass.core.passes import Pass, PassKind
 
-#: µs per use with tracing on, measured by bench/overhead.py (2026-12-02, docs/performance.md)
+#: µs a training step pays with tracing on, measured in situ by bench/overhead.py (the
+#: training loops interleaved in one process, 2026-12-04, docs/performance.md): "step" once
+#: for a step that writes anything (the caches the model's compute left cold), "region" for
+#: each event (the wait for the batch, the loop body, a compute region, a device transfer),
+#: "update" for ML-R8's guarded update of the step's subtrees
 COST_US = {
-    "fetch.iter": 18.83,  # the wait and the body: two events a step
-    "fetch.body": 8.0,  # the body's event alone (one region's cost)
-    "compute": 8.0,  # one of forward, backward, the optimizer step
-    "update": 15.88,  # the step's guarded subtree update (ML-R8)
-    "transfer": 8.0,  # one ``with ai.device.transfer:`` (ML-R17)
+    "step": 35.0,
+    "region": 18.0,
+    "update": 16.0,
 }
+#: the events the batch loop's ``fetch.iter`` writes a step (the wait and the body)
+FETCH_REGIONS = 2
 #: the compute regions a training step writes (forward, backward, the optimizer step)
 COMPUTE_REGIONS = 3
 #: the longest interval between two metadata updates, in steps
@@ -114,18 +121,18 @@ def decide(step_time_s: float | None, budget: float, transfers: int = 0,
     """The coarsest granularity the budget needs, no coarser (see the module docstring);
     ``transfers``: the device-transfer regions each step writes; ``event_us``: one region's
     cost measured here (``overhead.event-us``), which scales every cost."""
-    scale = event_us / COST_US["compute"] if event_us else 1.0
+    scale = event_us / COST_US["region"] if event_us else 1.0
     cost = {name: us * scale for name, us in COST_US.items()}
-    compute = COMPUTE_REGIONS * cost["compute"]
-    fixed = cost["transfer"] * transfers  # not coarsened: counted
-    full = cost["fetch.iter"] + compute + fixed + cost["update"]
+    fetch, compute = FETCH_REGIONS, COMPUTE_REGIONS
+
+    def regions() -> float:
+        # the transfers are counted, not coarsened
+        return cost["step"] + (fetch + compute + transfers) * cost["region"]
+
+    full = regions() + cost["update"]
     if step_time_s is None:
         return Granularity(budget=budget, full_us=full, kept_us=full, transfers=transfers, event_us=event_us)
     allowed = budget * step_time_s * 1e6
-    fetch = cost["fetch.iter"]
-
-    def regions() -> float:
-        return fetch + compute + fixed
 
     def fits(every: int) -> bool:
         return regions() + cost["update"] / every <= allowed
@@ -135,15 +142,14 @@ def decide(step_time_s: float | None, budget: float, transfers: int = 0,
     levers = []
     # 2. the loop body's event, 3. backward and step in one region, 4. the forward in it too;
     # after each, k again for what it freed
-    for lever, saves in (("body", cost["fetch.body"]), ("fold", cost["compute"]),
-                         ("forward", cost["compute"])):
+    for lever in ("body", "fold", "forward"):
         if fits(every):
             break
         levers.append(lever)
         if lever == "body":
-            fetch -= saves
+            fetch -= 1
         else:
-            compute -= saves
+            compute -= 1
         every = _update_every(allowed - regions(), cost["update"])
     kept = regions() + cost["update"] / every
     return Granularity(every, "body" not in levers, "fold" in levers, "forward" in levers, transfers,
