@@ -60,7 +60,7 @@ from dftpass.plugins.knowledge import (
     call_chain, calls_at, data_path, dataset_sample_readers, does_io, evaluated_by_callers, in_compute_span,
     evaluates, is_backward, is_compute_step, is_library_layer, is_model_call, is_optimizer, is_optimizer_step,
     is_top_level_model, model_classes, per_sample_functions, run_by_loaders, run_inside, sample_readers, sibling,
-    step_calls, step_spans,
+    step_calls,
     torch_name, trains, unwrappable,
 )
 
@@ -97,7 +97,7 @@ __all__ = [
     "LOSS_NAME", "MODEL_NAME", "OPENERS", "facts",
     "PYTHON_BRIDGES", "built_by_factory", "call_chain", "calls_at", "data_path",
     "dataset_sample_readers", "does_io", "evaluated_by_callers", "evaluates", "in_compute_span", "is_backward",
-    "is_compute_step", "moves_to_device", "step_spans",
+    "is_compute_step", "moves_to_device",
     "is_library_layer", "is_model_call", "is_optimizer", "is_optimizer_step", "is_top_level_model",
     "model_classes", "normalize_compiler", "per_sample_functions", "run_by_loaders", "run_inside", "sample_readers",
     "sibling",

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dftpass.api import (
     calls_at, Case, in_compute_span, InsertAfter, InsertBefore, is_backward, is_node, is_optimizer_step, Pass,
-    PassKind, sibling, step_spans, WrapStmt,
+    PassKind, sibling, WrapStmt,
 )
 
 #: in-place tensor methods a hand-written optimizer applies to each parameter
@@ -53,7 +53,7 @@ class OptimizerStep(Pass):
     id = "ML-R4"
     title = "Optimizer step"
     kind = PassKind.TRANSFORM
-    requires = ("callgraph", "overhead")
+    requires = ("callgraph", "compute_spans")
     frameworks = ("pytorch",)
     tags = ("compute",)
 
@@ -89,11 +89,10 @@ class OptimizerStep(Pass):
 
     def run(self, ctx) -> None:
         graph = ctx.analysis("callgraph")
-        budget = ctx.analysis("overhead")
+        folded = ctx.analysis("compute_spans")
         self._manual_updates(ctx, graph)
         for function_id, (fs, fn) in graph.functions.items():
-            spans = {s.step.stmt: s for s in step_spans(graph, function_id, budget.fold_forward)} \
-                if budget.fold_backward_step else {}
+            spans = {s.step.stmt: s for s in folded.of(function_id)}
             for call in fn.calls:
                 if call.stmt_kind != "expr" or not is_optimizer_step(graph, fs, fn, call):
                     continue

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dftpass.api import (
     built_by_factory, Case, Finding, function_region, has_region, in_compute_span, is_backward, is_compute_step,
     is_library_layer, is_model_call, is_node, is_optimizer_step, is_top_level_model, model_classes, Pass, PassKind,
-    Severity, step_calls, step_spans, trains, WrapStmt,
+    Severity, step_calls, trains, WrapStmt,
 )
 
 
@@ -66,7 +66,7 @@ class ForwardBackward(Pass):
     id = "ML-R7"
     title = "Forward and backward"
     kind = PassKind.TRANSFORM
-    requires = ("callgraph", "loops", "compiled", "overhead")
+    requires = ("callgraph", "loops", "compiled", "compute_spans")
     # a framework plugin's step rule times its compiled steps first (with what they need:
     # ML-R14 waits for jax's result); a second region of the node there is refused
     after = ("ML-R12", "ML-R13", "ML-R14")
@@ -186,16 +186,15 @@ class ForwardBackward(Pass):
         handled = False  # a model call that got its region (a class to decorate, a call site)
         # the tracing budget's one compute region per step (ML-R4's) holds the training
         # forward; the model's other calls are timed where they are, not by its class
-        one_region = ctx.analysis("overhead").fold_forward
-        spans = {f: [s for s in step_spans(graph, f, True) if s.forward] for f in {f for f, _ in calls}} \
-            if one_region else {}
+        spans = ctx.analysis("compute_spans")
+        one_region = spans.with_forward
         for function_id, index in calls:
             if not is_model_call(graph, function_id, index):
                 continue
             fs, fn = graph.functions[function_id]
             call = fn.calls[index]
-            if any(s.holds(call.stmt) for s in spans.get(function_id, ())) or in_compute_span(fs, fn, call) or \
-                    any(is_node(fs, w, "compute.forward") for w in call.withs):
+            if any(s.forward and s.holds(call.stmt) for s in spans.of(function_id)) or \
+                    in_compute_span(fs, fn, call) or any(is_node(fs, w, "compute.forward") for w in call.withs):
                 handled = True  # timed already: a second region of the node would nest in it
                 continue
             if one_region:
@@ -256,10 +255,10 @@ class ForwardBackward(Pass):
 
     # -- backward -----------------------------------------------------------------------------
     def _backward(self, ctx, graph) -> None:
-        fold = ctx.analysis("overhead").fold_backward_step
+        spans = ctx.analysis("compute_spans")
         for function_id, (fs, fn) in graph.functions.items():
             # the tracing budget folds a backward with the optimizer step after it: ML-R4's region
-            folded = {s.backward.stmt for s in step_spans(graph, function_id)} if fold else set()
+            folded = {s.backward.stmt for s in spans.of(function_id)}
             for call in fn.calls:
                 if call.stmt_kind != "expr" or not is_backward(call) or call.stmt in folded \
                         or in_compute_span(fs, fn, call):
