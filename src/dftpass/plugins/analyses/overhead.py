@@ -29,7 +29,8 @@ needs, and the device transfers of the batch: ``transfers``) is the floor: when 
 exceeds the budget, the plan says so with the figures. With no step time the
 full placement stays and nothing is predicted: the cost depends on a number dftpass does not
 know. The rules read the decision (:class:`Granularity`) from here: ML-R8 guards its update,
-ML-R6 leaves out the body event, ML-R7 and ML-R4 fold backward and step.
+ML-R6 leaves out the body event; ML-R4 and ML-R7 fold the step's compute through the
+``compute_spans`` analysis, which reads it too.
 """
 
 from __future__ import annotations
