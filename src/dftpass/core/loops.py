@@ -88,6 +88,9 @@ class LoopFacts:
     yields_batches: bool = False
     #: ``fed`` style: the generator functions whose loops fetch the batches
     feeders: tuple[str, ...] = ()
+    #: ``next`` style over a project generator of a loader's batches (``X, Y = next(it)`` with
+    #: ``it = iter_batches(split='train')``): the generators; the fetch is the ``next()``
+    sources: tuple[str, ...] = ()
 
     @property
     def wraps_iterable(self) -> bool:
@@ -209,7 +212,10 @@ class LoopAnalysis:
             for value, loops, delegated in fn.yields:
                 for index in loops:
                     loop = fn.loops[index]
-                    if loop.kind != "while" and value in loop.target_names + (loop.single_target,) and \
+                    names = loop.target_names + (loop.single_target,)
+                    # ``yield batch`` or ``yield x, y`` of the loop's own targets
+                    parts = value.split(", ") if value else [value]
+                    if loop.kind != "while" and any(p in names for p in parts if p) and \
                             self._iterable_is_loader(fs, fn, loop):
                         result = True
         self._generators[function_id] = result
@@ -244,6 +250,10 @@ class LoopAnalysis:
         if loop.counters:
             facts.counter = loop.counters[0]
         regions = tuple(dict.fromkeys(n.region for n in loop.next_calls if self.loader_like(fs, fn, n.iterator)))
+        sources = () if regions else self._next_sources(function_id, loop)
+        if sources:
+            regions = tuple(dict.fromkeys(n.region for n in loop.next_calls if n.iterator in sources))
+            facts.sources = tuple(sorted({g for gens in sources.values() for g in gens}))
         if regions:
             it = next(n.iterator for n in loop.next_calls if n.region == regions[0])
             facts.kind, facts.style, facts.fetch_regions = "batch", "next", regions
@@ -261,6 +271,23 @@ class LoopAnalysis:
             facts.reason = f"runs a step on the batch {names}() produces"
             self._ints(facts)
         return facts
+
+    def _next_sources(self, function_id: str, loop: LoopSummary) -> dict[str, tuple[str, ...]]:
+        """The iterators the loop takes ``next()`` from that are project generators over a
+        loader's batches (through ``functools.partial``, attributes, globals): iterator text ->
+        the generators."""
+        g = self.graph
+        if g.values is None:
+            return {}
+        found: dict[str, tuple[str, ...]] = {}
+        for n in loop.next_calls:
+            if not n.iterator or n.iterator in found:
+                continue
+            gens = tuple(sorted(origin_subject(o) for o in g.values.of(function_id, n.iterator)
+                                if origin_kind(o) == "gen" and self.batch_generator(origin_subject(o))))
+            if gens:
+                found[n.iterator] = gens
+        return found
 
     def _classify_iterable(self, facts: LoopFacts, fs: FileSummary, fn: FunctionSummary, loop: LoopSummary) -> None:
         layers = loop.layers
@@ -398,10 +425,13 @@ class LoopAnalysis:
         iterates, feeds a library's pipeline (``tf.data.Dataset.from_generator``, a DALI
         external source): the waits inside it are not the training loop's."""
         fed = {feeder for f in self.facts.values() for feeder in f.feeders}
+        taken = {source: f for f in self.facts.values() if f.kind == "batch" for source in f.sources}
         for facts in self.facts.values():
             if facts.kind == "batch" and facts.yields_batches and facts.function not in fed:
                 facts.kind, facts.style = "other", "iter"
-                facts.reason = "hands batches to a library pipeline, not to a loop of the project"
+                consumer = taken.get(facts.function)
+                facts.reason = (f"hands batches to next() in {consumer.function}, where the fetch is"
+                                if consumer else "hands batches to a library pipeline, not to a loop of the project")
 
     # -- splits ----------------------------------------------------------------------------
     def _mark_splits(self) -> None:

@@ -186,9 +186,12 @@ class FunctionSummary:
     returns: tuple[str | None, ...] = ()
     #: dotted texts of every ``with`` item in the body
     withs: tuple[str, ...] = ()
-    #: what the function yields: (dotted text of the value, indexes of the enclosing loops,
+    #: what the function yields: (dotted text of the value, a tuple's elements joined by ", ";
+    #: indexes of the enclosing loops,
     #: whether it is ``yield from``)
     yields: tuple[tuple[str | None, tuple[int, ...], bool], ...] = ()
+    #: the statement that holds each yield, in the order of ``yields``
+    yield_stmts: tuple[StmtPath, ...] = ()
 
     @property
     def is_module(self) -> bool:
@@ -275,6 +278,15 @@ class FileSummary:
 # --------------------------------------------------------------------------------------
 # dotted texts
 # --------------------------------------------------------------------------------------
+
+
+def _yielded(node: ast.AST | None) -> str | None:
+    """The text of a yielded value: ``dotted`` of it, or its elements joined by ``", "`` for a
+    tuple (``yield x, y``: a batch of two tensors)."""
+    if isinstance(node, ast.Tuple) and node.elts:
+        parts = [dotted(e) for e in node.elts]
+        return sys.intern(", ".join(p or "?" for p in parts)) if any(parts) else None
+    return dotted(node)
 
 
 def dotted(node: ast.AST | None) -> str | None:
@@ -480,6 +492,7 @@ class _Builder:
         fn.returns = tuple(walker.returns)
         fn.withs = tuple(walker.all_withs)
         fn.yields = tuple(walker.yields)
+        fn.yield_stmts = tuple(walker.yield_stmts)
         return fn
 
     def class_(self, node: ast.ClassDef, qualname: str, path: StmtPath) -> None:
@@ -519,6 +532,7 @@ class _FunctionWalker:
         self.returns: list[str | None] = []
         self.all_withs: list[str] = []
         self.yields: list[tuple[str | None, tuple[int, ...], bool]] = []
+        self.yield_stmts: list[StmtPath] = []
 
     def block(self, stmts: list[ast.stmt], owner: StmtPath, field: str,
               loops: tuple[int, ...], withs: tuple[str, ...], guard: bool) -> None:
@@ -621,7 +635,8 @@ class _FunctionWalker:
                         self.b.exec_includes.append(included)
                 elif isinstance(node, (ast.Yield, ast.YieldFrom)):
                     fn.is_generator = True
-                    self.yields.append((dotted(node.value), loops, isinstance(node, ast.YieldFrom)))
+                    self.yields.append((_yielded(node.value), loops, isinstance(node, ast.YieldFrom)))
+                    self.yield_stmts.append(path)
                 elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
                     self.b.bound.add(node.id)
                 elif isinstance(node, ast.arg):

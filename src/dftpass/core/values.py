@@ -46,6 +46,9 @@ class ValueHints:
     #: qualified callables whose result stands for their first argument
     #: (``torch.compile(model)``, ``DistributedDataParallel(model)``)
     passthrough_calls: frozenset[str] = frozenset()
+    #: qualified callables whose result is their first argument with some arguments bound
+    #: (``functools.partial(Task.iter_batches, batch_size=8)``): calling it calls that
+    partial_calls: frozenset[str] = frozenset({"functools.partial"})
     #: names of calls whose result is opaque even when the project defines them: a model
     #: registry's ``create_model(name)`` builds whichever class the name says
     opaque_calls: frozenset[str] = frozenset()
@@ -219,6 +222,12 @@ class Values:
         qualified = g.qualify(fs, callee)
         if (method if dot else callee) in self.hints.opaque_calls:
             return {f"ext:{qualified}()"}
+        if qualified in self.hints.partial_calls:
+            call = g.call_in(fid, callee)
+            if call is not None and call.args and call.args[0]:
+                held = self.of(fid, call.args[0], depth + 1)
+                if held:
+                    return set(held)
         if qualified in self.hints.passthrough_calls or callee in self.hints.passthrough_calls:
             call = g.call_in(fid, callee)
             if call is not None and call.args:

@@ -78,8 +78,8 @@ def batch_calls(graph, batch_loops):
         fn = graph.fn(facts.function)
         inside = {i for i, call in enumerate(fn.calls) if facts.loop.index in call.loops}
         add(facts.function, inside)
-        for producer in facts.producers:
-            add(producer, None)
+        for producer in (*facts.producers, *facts.sources):
+            add(producer, None)  # get_batch(), or the generator next() takes the batch from
         for i in inside:
             if moves_to_device(fn, fn.calls[i]):
                 continue  # ``x = to_device(x).cuda()``: this statement is the region
