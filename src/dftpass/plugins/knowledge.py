@@ -546,6 +546,67 @@ def dataset_sample_readers(graph: CallGraph) -> list[tuple[str, str, set[str]]]:
     return out
 
 
+@attrs.frozen
+class SampleSpan:
+    """The statements of an iterable data set's ``__iter__`` that produce one sample: a
+    loop's body from its first statement through the one before the ``yield``."""
+
+    dataset: str  # the class's name
+    function: str  # the ``__iter__`` id
+    first: StmtPath
+    last: StmtPath
+    line: int
+    #: the sample the last statement binds, when it is known to be a tensor (its bytes are
+    #: ``image_size``); None when the size cannot be known statically (no size is written)
+    tensor: str | None = None
+
+
+def iterable_sample_spans(graph: CallGraph) -> list[SampleSpan]:
+    """Per-sample spans of iterable data sets (a class whose ``__iter__`` is a generator and
+    that subclasses ``IterableDataset`` or is handed to a ``DataLoader``): in each loop whose
+    body yields at its top level, the statements before the ``yield``. A decorator would time
+    only the creation of the generator, and a region around the ``yield`` would time the
+    consumer too; the statements before it are the sample's read and its transforms."""
+    loader_args = classes_given_to_loaders(graph)
+    out = []
+    for class_id, (fs, cs) in graph.classes.items():
+        if "__iter__" not in cs.methods:
+            continue
+        if not graph.has_base(class_id, graph.hints.iterable_dataset_bases) and class_id not in loader_args:
+            continue
+        iter_id = f"{fs.relpath}::{cs.methods['__iter__']}"
+        fn = graph.fn(iter_id)
+        if not fn.is_generator:
+            continue
+        for (value, loops, delegated), path in zip(fn.yields, fn.yield_stmts):
+            if delegated or not loops or path[-1][0] != "body" or path[-1][1] == 0:
+                continue
+            loop = fn.loops[loops[-1]]
+            if path[:-1] != loop.stmt:
+                continue  # the yield is under an ``if`` of the body: no one run of statements
+            first, last = loop.stmt + (("body", 0),), loop.stmt + (("body", path[-1][1] - 1),)
+            inside = [c for c in fn.calls if c.stmt[:len(loop.stmt) + 1] >= first
+                      and c.stmt[:len(loop.stmt) + 1] <= last and c.stmt[:len(loop.stmt)] == loop.stmt]
+            if not inside:
+                continue  # only names moved around: an event would cost more than the sample
+            line = min(c.line for c in inside)
+            bound = [a for a in fn.assigns if a.stmt == last and HANDLE_NAME.match(a.target)]
+            tensor = bound[0].target if len(bound) == 1 and _makes_tensor(graph, fs, bound[0].value) else None
+            out.append(SampleSpan(cs.name, iter_id, first, last, line, tensor))
+    return out
+
+
+#: torch calls whose result is always a tensor
+TENSOR_MAKERS = frozenset({"torch.from_numpy", "torch.tensor", "torch.as_tensor", "torch.stack", "torch.cat",
+                           "torch.zeros", "torch.ones", "torch.empty", "torch.frombuffer"})
+
+
+def _makes_tensor(graph: CallGraph, fs: FileSummary, value: str | None) -> bool:
+    """``torch.from_numpy(...)`` and its kin, also with tensor methods after (``.long()``)."""
+    chain = call_chain(value)
+    return chain is not None and not chain[2] and graph.qualify(fs, chain[0]) in TENSOR_MAKERS
+
+
 def per_sample_functions(graph: CallGraph, loops) -> dict[str, str]:
     """Project functions a batch producer calls once per sample (``torch.stack([read(i) for
     i in ix])``): function id -> the producer's name (the first producer that calls it)."""

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from dftpass.api import (
-    Case, dataset_sample_readers, Finding, function_region, has_region, Pass, PassKind,
-    per_sample_functions, sample_readers, Severity,
+    Case, dataset_sample_readers, Finding, function_region, has_region, image_size, iterable_sample_spans, Pass, PassKind,
+    per_sample_functions, sample_readers, Severity, WrapStmt,
 )
 # the recognisers live in knowledge.py (ML-R25 and ML-R27 need the same data path); the names
 # stay importable from here
@@ -25,6 +25,10 @@ class DatasetItems(Pass):
         its batch sample by sample (``torch.stack([read(i) for i in ix])``) has the same
         role for the function called per sample.
 
+        An iterable data set (``IterableDataset`` with a generator ``__iter__``) gets
+        ``with ai.data.item:`` around the statements of its loop that come before the
+        ``yield``: the sample's read and transforms, not the consumer's time after it.
+
     Why:
         ``item`` events run in the DataLoader workers (their own trace files): they show
         the time to produce each sample, which is what a data stall is made of.
@@ -39,8 +43,9 @@ class DatasetItems(Pass):
     Fix safety:
         Safe: the decorator keeps the signature; a dataset instance still pickles for
         spawn workers (methods are not pickled with instances). Iterable datasets
-        (``__iter__`` generators) are left alone: a decorator would time only the creation
-        of the generator.
+        (``__iter__`` generators) never get a decorator (it would time only the creation
+        of the generator); their region is a ``with`` that closes before each ``yield``, so
+        no region is open while the generator is suspended.
 
     Options:
         None.
@@ -93,6 +98,20 @@ class DatasetItems(Pass):
             "    def __getitem__(self, i):\n        return self.read_index(i)\n\n    @ai.data.item\n"
             "    def read_index(self, i):\n        with open(str(i), 'rb') as f:\n            return f.read()\n",
         ),
+        Case(
+            # an iterable data set: the statements before the yield, not the generator's creation
+            "import numpy as np\nimport torch\n\n\nclass Stream(torch.utils.data.IterableDataset):\n"
+            "    def __iter__(self):\n        m = np.memmap('x.bin', dtype=np.float32, mode='r')\n"
+            "        for i in range(len(m) // 4):\n            x = torch.from_numpy(m[4 * i:4 * i + 4].copy())\n"
+            "            yield x\n",
+            "from dftracer.python import ai\nimport numpy as np\nimport torch\n\n\n"
+            "class Stream(torch.utils.data.IterableDataset):\n"
+            "    def __iter__(self):\n        m = np.memmap('x.bin', dtype=np.float32, mode='r')\n"
+            "        for i in range(len(m) // 4):\n            with ai.data.item:\n"
+            "                x = torch.from_numpy(m[4 * i:4 * i + 4].copy())\n"
+            "                ai.data.item.update(image_size=x.element_size() * x.nelement())\n"
+            "            yield x\n",
+        ),
     ]
 
     def run(self, ctx) -> None:
@@ -107,6 +126,17 @@ class DatasetItems(Pass):
         # a batch producer that builds its batch sample by sample (``[read(i) for i in ix]``)
         for target, producer in per_sample_functions(graph, loops).items():
             items.setdefault(target, f"produces one sample of the batch {producer}() builds")
+        for span in iterable_sample_spans(graph):
+            sfs, sfn = graph.functions[span.function]
+            if has_region(sfs, sfn, "data.item"):
+                continue
+            names = ctx.names(sfs.relpath)
+            tail = (names.node_update("data.item", image_size=image_size(span.tensor, "tensor")),) \
+                if span.tensor else ()
+            ctx.add_edit(sfs.relpath, WrapStmt(self.id, span.line, f"produces one sample of {span.dataset} "
+                                               "(the statements before its yield)", span.first,
+                                               names.node("data.item"), tail=tail,
+                                               through=span.last if span.last != span.first else None))
         for target, why in sorted(items.items()):
             tfs, tfn = graph.functions[target]
             if has_region(tfs, tfn, "data.item"):
