@@ -187,6 +187,7 @@ class ForwardBackward(Pass):
         # the tracing budget's one compute region per step (ML-R4's) holds the training
         # forward; the model's other calls are timed where they are, not by its class
         spans = ctx.analysis("compute_spans")
+        compilers = ctx.analysis("compiled")
         one_region = spans.with_forward
         for function_id, index in calls:
             if not is_model_call(graph, function_id, index):
@@ -207,6 +208,15 @@ class ForwardBackward(Pass):
             factory = built_by_factory(graph, function_id, call.callee)
             if candidates and not found and not factory:
                 continue  # a submodule called by its model
+            # a model the program hands to torch.compile: a region in its forward breaks the
+            # graph Dynamo compiles (ML-R23's check), so the call site gets it instead
+            compiled = sorted(c for c in found if _forward_method(graph, c) and compiled_forward(graph, compilers, c))
+            if compiled:
+                name = graph.classes[compiled[0]][1].name
+                handled |= self._wrap_call(ctx, graph, function_id, call, "compute.forward",
+                                           f"model call {call.callee}(): {name} is compiled by torch.compile, "
+                                           "whose graph a region in its forward would break")
+                continue
             if found and len(found) <= MAX_MODEL_CLASSES and not factory:
                 for class_id in found:
                     decorate.setdefault(class_id, f"forward of model {graph.classes[class_id][1].name}, "
@@ -321,6 +331,13 @@ def _in_simple_statement(graph, function_id: str, call) -> bool:
 def _is_stub(fn) -> bool:
     """An abstract placeholder: ``pass``, ``...`` or ``raise NotImplementedError``."""
     return fn.n_stmts - fn.has_docstring <= 1 and all(c.callee == "NotImplementedError" for c in fn.calls)
+
+
+def compiled_forward(graph, compilers, class_id: str) -> bool:
+    """Whether a compiler (``torch.compile``) takes over the forward of ``class_id``."""
+    method = _forward_method(graph, class_id)
+    fs, cs = graph.classes[class_id]
+    return bool(method) and compilers.compiler_of(f"{fs.relpath}::{cs.methods[method]}") is not None
 
 
 def _forward_method(graph, class_id: str) -> str | None:
