@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dftpass.api import (
-    calls_at, Case, Expect, Finding, function_region, has_region, InsertAfter, InsertBefore, is_node, Pass,
+    calls_at, Case, does_step, Expect, Finding, function_region, has_region, InsertAfter, InsertBefore, is_node, Pass,
     PassKind, Severity, sibling, WrapIter,
 )
 
@@ -26,6 +26,12 @@ class BatchLoop(Pass):
           name: ``batch = loader.next()``): that function gets ``@ai.dataloader.fetch``;
         * it iterates a project generator that yields a loader's batches
           (``for batch in loader.next():``): the generator's own loop is the one wrapped.
+
+        Where a loop runs a step (a backward pass, an optimizer step, a model call) on data
+        whose fetch it cannot find, it says so and why, and places nothing: the batch comes
+        from ``next()`` of an iterator built outside the project, a parameter no caller
+        passes, an object that is no loader it knows (warnings), or no call in the loop
+        fetches anything (a note: full-batch training, or a producer it does not know).
 
     Why:
         ``fetch.iter`` writes two events per batch: ``fetch.iter``, the time the training
@@ -66,6 +72,24 @@ class BatchLoop(Pass):
         # already wrapped
         "from dftracer.python import ai\n\n\ndef f(train_loader):\n"
         "    for batch in ai.dataloader.fetch.iter(train_loader):\n        pass\n",
+        # broken chains: no edit, the reason is said, and nothing is guessed
+        Case(
+            "import torch\nfrom streams import make_stream\n\n\ndef train(model, opt):\n"
+            "    it = make_stream('train')\n    for step in range(10):\n        x, y = next(it)\n"
+            "        model(x).sum().backward()\n        opt.step()\n",
+            findings=(Expect("warning", "next(it), and it is built by streams.make_stream(), outside the project",
+                             line=7),),
+        ),
+        Case(
+            "import torch\n\n\ndef train(model, opt, batches):\n    for x, y in batches:\n"
+            "        model(x).sum().backward()\n        opt.step()\n",
+            findings=(Expect("warning", "batches is a parameter whose callers dftpass cannot follow", line=5),),
+        ),
+        Case(
+            "import torch\n\n\ndef train(model, opt, X):\n    for epoch in range(10):\n"
+            "        model(X).sum().backward()\n        opt.step()\n",
+            findings=(Expect("info", "full-batch training, or a batch producer it does not know", line=5),),
+        ),
     ]
     INVALID = [
         Case(
@@ -167,6 +191,21 @@ class BatchLoop(Pass):
             "        self.loader = make_loader('torch', ds)\n\n    def train(self, compute):\n"
             "        for batch in self.loader.next():\n            compute(batch)\n",
         ),
+        Case(
+            # issue 29's shape: a generator method bound by functools.partial, next() at
+            # module level: the consumer's next() is the fetch
+            "import functools\n\nimport torch\nfrom torch.utils.data import DataLoader\n\n\nclass Task:\n"
+            "    @staticmethod\n    def iter_batches(split, ds):\n        for x, y in DataLoader(ds):\n"
+            "            yield x, y\n\n\niter_batches = functools.partial(Task.iter_batches, ds=[(1.0, 2.0)])\n"
+            "it = iter_batches(split='train')\nmodel = torch.nn.Linear(1, 1)\nwhile True:\n    X, Y = next(it)\n"
+            "    model(X).sum().backward()\n",
+            "from dftracer.python import ai\nimport functools\n\nimport torch\nfrom torch.utils.data import DataLoader\n"
+            "\n\nclass Task:\n    @staticmethod\n    def iter_batches(split, ds):\n        for x, y in DataLoader(ds):\n"
+            "            yield x, y\n\n\niter_batches = functools.partial(Task.iter_batches, ds=[(1.0, 2.0)])\n"
+            "it = iter_batches(split='train')\nmodel = torch.nn.Linear(1, 1)\nwhile True:\n"
+            "    ai.dataloader.fetch.start()\n    X, Y = next(it)\n    ai.dataloader.fetch.stop()\n"
+            "    model(X).sum().backward()\n",
+        ),
     ]
 
     def run(self, ctx) -> None:
@@ -194,12 +233,86 @@ class BatchLoop(Pass):
                                        "recorded (dftracer writes an iteration's fetch.iter/fetch.block events "
                                        "when the next batch is asked for, which a `break` never does)",
                                        fs.relpath, loop.line, loop.col, Severity.WARNING))
+        self._broken_chains(ctx, graph, loops)
         for function_id, where in sorted(producers.items()):
             pfs, pfn = graph.functions[function_id]
             if has_region(pfs, pfn, "dataloader.fetch"):
                 continue
             ctx.add_edit(pfs.relpath, function_region(ctx.names(pfs.relpath), pfn, "dataloader.fetch", self.id,
                                                       f"produces the batches of the batch loop at {where}"))
+
+    def _broken_chains(self, ctx, graph, loops) -> None:
+        """Say where a loop runs a step on data whose fetch dftpass did not find, and why:
+        never silent, never a guess. The loops are the innermost ones of their function that
+        run a step (a backward pass, an optimizer step, a model call) and are neither batch
+        nor epoch loops, outside every batch loop and the functions a batch loop calls."""
+        batch = loops.of_kind("batch")
+        per_batch = set()
+        for facts in batch:
+            for call, targets in graph.calls_with_targets(facts.function):
+                if facts.loop.index in call.loops:
+                    per_batch |= {t for target in targets for t in {target, *graph.reachable(target)}}
+            per_batch |= set(facts.producers) | set(facts.feeders) | set(facts.sources)
+        for (function_id, index), facts in sorted(loops.facts.items(), key=lambda kv: kv[0]):
+            if facts.kind != "other" or function_id in per_batch:
+                continue
+            fs, fn = graph.functions[function_id]
+            inner = loops.loop_and_descendants(function_id, index) - {index}
+            outer = set()
+            p = facts.loop.parent
+            while p is not None:
+                outer.add(p)
+                p = fn.loops[p].parent
+            if any(loops.facts[(function_id, i)].kind == "batch" for i in inner | outer):
+                continue
+            if any(does_step(graph, function_id, {i}) for i in inner) or not does_step(graph, function_id, {index}):
+                continue
+            if any(fn.yields):
+                continue  # a generator's loop: its consumer has the steps
+            why, severity = self._why_unfed(graph, function_id, fn, facts)
+            ctx.report(Finding(self.id, f"no batch fetch placed for the step in the loop at line {facts.loop.line}: "
+                               f"{why}", fs.relpath, facts.loop.line, facts.loop.col, severity))
+
+    @staticmethod
+    def _why_unfed(graph, function_id: str, fn, facts) -> tuple[str, Severity]:
+        """The reason the loop's batch has no producer dftpass can follow, and how sure that is
+        a gap (a warning) rather than full-batch training (a note)."""
+        loop = facts.loop
+
+        def known(text: str, origins: list[str]) -> str:
+            outside = [o.split(":", 1)[1] for o in origins if o.startswith("ext:")]
+            if outside and len(outside) == len(origins):
+                return f"{text} is built by {outside[0]}, outside the project, which dftpass cannot follow " \
+                       "(rules.options.loops.loader_factories names loader factories)"
+            return f"{text} holds {', '.join(o.split(':', 1)[1] for o in origins[:3])}, which is not a data " \
+                   "loader dftpass knows (rules.options.loops.loader_factories names more)"
+
+        def held(text: str) -> str:
+            assigned = [a.value for a in fn.assigns if a.target == text and a.value]
+            if text in fn.params:
+                return f"{text} is a parameter whose callers dftpass cannot follow"
+            if assigned:
+                return f"{text} is built by {assigned[-1].replace('()', '(...)')}, a call dftpass cannot follow"
+            return f"dftpass cannot tell what {text} holds"
+
+        for n in loop.next_calls:
+            if n.iterator:
+                origins = sorted(graph.values.of(function_id, n.iterator)) if graph.values is not None else []
+                what = held(n.iterator) if not origins else known(n.iterator, origins)
+                return f"the batch comes from next({n.iterator}), and {what}", Severity.WARNING
+        if loop.kind == "for" and not loop.literal_iter and loop.layers[:1] and \
+                loop.layers[0].callee.rsplit(".", 1)[-1] not in ("range", "trange", "count"):
+            subject = loop.core or loop.iter_text
+            origins = sorted(graph.values.of(function_id, subject)) if graph.values is not None and subject else []
+            what = held(subject) if not origins else known(subject, origins)
+            return f"the loop iterates {facts.subject or subject}, and {what}", Severity.WARNING
+        if loop.kind == "for" and loop.core and not loop.layers:
+            subject = loop.core
+            origins = sorted(graph.values.of(function_id, subject)) if graph.values is not None else []
+            if not origins:
+                return f"the loop iterates {subject}, and {held(subject)}", Severity.WARNING
+        return ("no call in the loop fetches a batch that dftpass can see: full-batch training, or a batch "
+                "producer it does not know (rules.options.loops.batch_producer_pattern names more)", Severity.INFO)
 
     def _start_stop(self, ctx, fs, fn, line: int, region) -> None:
         """``fetch.start()`` / ``.stop()`` around ``region`` (a statement), unless it already is."""
