@@ -10,7 +10,7 @@ import pytest
 
 from tests.conftest import APPS, tree_bytes
 
-SHAPES = ["torch_basic", "script_memmap", "next_trainer", "bench_factories", "namespace_model", "spawn_workers"]
+SHAPES = ["torch_basic", "script_memmap", "next_trainer", "stream_partial", "bench_factories", "namespace_model", "spawn_workers"]
 
 
 @pytest.mark.parametrize("app", SHAPES)

@@ -50,6 +50,12 @@ SHAPES = [
     App("next_trainer", ("run.py", "--data", "{data}", "--out", "{out}"), ("result.json", "weights.pt"),
         COMMON + (("pipeline", "train"), ("compute", "forward"), ("dataloader", "fetch"), ("data", "item")),
         epochs=False),
+    # issue 29's data path: a generator method behind functools.partial, next() in a
+    # module-level loop, reads inside IterableDataset.__iter__, transfers before the yield
+    App("stream_partial", ("train.py", "--data", "{data}", "--out", "{out}"), ("result.json", "ckpt.pt"),
+        COMMON + (("pipeline", "train"), ("pipeline", "evaluate"), ("compute", "forward"),
+                  ("dataloader", "fetch"), ("data", "item"), ("device", "transfer"),
+                  ("checkpoint", "capture")), epochs=False),
     App("namespace_model", ("train.py", "--data", "{data}", "--out", "{out}"), ("result.json", "weights.pt"),
         COMMON + (("pipeline", "train"), ("pipeline", "epoch.block"), ("compute", "forward"),
                   ("dataloader", "fetch.iter"), ("data", "item"))),
