@@ -1,6 +1,15 @@
 """dftpass against an expert: a project annotated by hand, stripped, annotated again by dftpass.
 
     python bench/expert.py CHECKOUT [--set project.kind=program] [--show-missed KIND]
+    python bench/expert.py --expert bench/experts/NAME.csv PROGRAM_ROOT [--show-missed all]
+    python bench/expert.py --scoreboard CHECKOUTS   # every bench/experts/*.csv, CHECKOUTS/NAME each
+
+The second form scores dftpass against an annotation written by hand into a CSV file
+(bench/experts/README.md): the bare program is annotated by ``dftpass run`` and compared with
+the CSV, counted only in the files and on the labels the expert used (``generic`` is out of
+scope: the scoreboard measures the ai.* regions). It also prints the lines dftpass changed
+(``diff`` of the copy against the original, added + removed), the figure issue 30 holds
+against the expert's size.
 
 ``CHECKOUT`` is a project whose authors annotated it with dftracer by hand (the DLIO
 benchmark is the canonical one: ``rules.md``, reference patterns). The script copies it to a
@@ -103,15 +112,113 @@ def compare(expert: Counter, ours: Counter) -> dict[str, tuple[int, int, int]]:
     return {k: (len(e), len(o), len(e & o)) for k, (e, o) in sorted(by_kind.items())}
 
 
+def read_expert(csv_path: Path) -> tuple[Counter, dict[str, str]]:
+    """The rows of an expert CSV as an inventory, and its ``# key: value`` header."""
+    import csv
+
+    header: dict[str, str] = {}
+    rows: list[str] = []
+    for line in csv_path.read_text(encoding="utf-8").splitlines():
+        if line.startswith("#"):
+            key, _, value = line[1:].partition(":")
+            header[key.strip()] = value.strip()
+        elif line.strip():
+            rows.append(line)
+    found: Counter = Counter()
+    for row in csv.DictReader(rows):
+        found[(row["file"].strip(), row["function"].strip(), row["label"].strip())] += 1
+    return found, header
+
+
+#: the kinds the scoreboard leaves out: generic loggers are cost-gated, not the expert's ai.* regions
+OUT_OF_SCOPE = ("generic",)
+
+
+def scoped(expert: Counter, ours: Counter) -> Counter:
+    """dftpass's inventory limited to the files and labels the expert annotated."""
+    files = {rel for (rel, _, _) in expert}
+    labels = {kind for (_, _, kind) in expert}
+    return Counter({k: n for k, n in ours.items() if k[0] in files and k[2] in labels})
+
+
+def changed_lines(original: Path, annotated: Path) -> int:
+    """Lines added plus lines removed by the annotation (``diff -r``, dftpass's own folder left out)."""
+    out = subprocess.run(["diff", "-r", "-x", ".dftpass", "-x", "__pycache__", str(original), str(annotated)],
+                         capture_output=True, text=True).stdout
+    return sum(1 for line in out.splitlines() if line[:2] in ("< ", "> "))
+
+
+def score_program(csv_path: Path, root: Path, sets: list[str], show: list[str]) -> dict:
+    """Annotate a copy of ``root`` and score it against the expert CSV; prints the table."""
+    expert, header = read_expert(csv_path)
+    work = Path(tempfile.mkdtemp(prefix="dftpass-expert-"))
+    try:
+        ours_root = work / "ours"
+        run = subprocess.run([*DFTPASS, "run", str(root), "--out", str(ours_root), "-q", *sets],
+                             capture_output=True, text=True)
+        mine = scoped(expert, inventory(ours_root)) if ours_root.exists() else Counter()
+        table = compare(expert, mine)
+        e_all = sum(e for e, _, _ in table.values())
+        o_all = sum(o for _, o, _ in table.values())
+        m_all = sum(m for _, _, m in table.values())
+        result = {"name": csv_path.stem, "source": header.get("source", "?"), "rc": run.returncode,
+                  "recall": m_all / e_all if e_all else 1.0, "precision": m_all / o_all if o_all else 1.0,
+                  "expert": e_all, "dftpass": o_all, "matched": m_all,
+                  "changed_lines": changed_lines(root, ours_root) if ours_root.exists() else 0, "kinds": table}
+        print(f"\n## {csv_path.stem} ({result['source']}), dftpass run exit {run.returncode}")
+        print("| kind | expert | dftpass | matched | recall | precision |")
+        print("|---|---|---|---|---|---|")
+        for kind, (e, o, m) in table.items():
+            print(f"| {kind} | {e} | {o} | {m} | {m / e if e else 0:.2f} | {m / o if o else 1:.2f} |")
+        print(f"| **all** | {e_all} | {o_all} | {m_all} | {result['recall']:.2f} | {result['precision']:.2f} |")
+        print(f"changed lines: {result['changed_lines']}")
+        for which, a, b in (("missed", expert, mine), ("extra", mine, expert)):
+            for kind in sorted({k for (_, _, k) in a}):
+                if "all" not in show and kind not in show:
+                    continue
+                only = sorted({(r, q) for (r, q, k) in a if k == kind} - {(r, q) for (r, q, k) in b if k == kind})
+                for rel, qual in only:
+                    print(f"  {which} {kind}: {rel}: {qual}")
+        return result
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def scoreboard(checkouts: Path, sets: list[str], show: list[str]) -> int:
+    """Every expert CSV against its program (``CHECKOUTS/NAME``), then one summary table."""
+    results = []
+    for csv_path in sorted(Path(__file__).parent.joinpath("experts").glob("*.csv")):
+        root = checkouts / csv_path.stem
+        if not root.is_dir():
+            print(f"{csv_path.stem}: no checkout at {root} (fetch it at the commit the CSV names)")
+            continue
+        results.append(score_program(csv_path, root, sets, show))
+    print("\n| program | expert regions | dftpass (scoped) | recall | precision | changed lines |")
+    print("|---|---|---|---|---|---|")
+    for r in results:
+        print(f"| {r['name']} | {r['expert']} | {r['dftpass']} | {r['recall']:.2f} | {r['precision']:.2f} "
+              f"| {r['changed_lines']} |")
+    return 0
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("checkout", type=Path)
+    ap.add_argument("--expert", type=Path, help="an expert CSV (bench/experts/): score CHECKOUT, the program root")
+    ap.add_argument("--scoreboard", action="store_true", help="CHECKOUT holds one folder per expert CSV")
     ap.add_argument("--set", action="append", default=[], help="passed to dftpass run (KEY=VALUE)")
     ap.add_argument("--show-missed", action="append", default=[], metavar="KIND",
                     help="list the functions of this kind the expert annotated and dftpass did not")
     ap.add_argument("--show-extra", action="append", default=[], metavar="KIND",
                     help="list the functions of this kind dftpass annotated and the expert did not")
     args = ap.parse_args()
+    sets = [a for kv in args.set for a in ("--set", kv)]
+    show = args.show_missed + args.show_extra
+    if args.scoreboard:
+        return scoreboard(args.checkout, sets, show)
+    if args.expert:
+        score_program(args.expert, args.checkout, sets, show)
+        return 0
 
     work = Path(tempfile.mkdtemp(prefix="dftpass-expert-"))
     try:
