@@ -188,7 +188,8 @@ def scoreboard(checkouts: Path, sets: list[str], show: list[str]) -> int:
     """Every expert CSV against its program (``CHECKOUTS/NAME``), then one summary table."""
     results = []
     for csv_path in sorted(Path(__file__).parent.joinpath("experts").glob("*.csv")):
-        root = checkouts / csv_path.stem
+        # CHECKOUTS/NAME is the repository; the CSV's ``# root:`` names the program's folder in it
+        root = checkouts / csv_path.stem / read_expert(csv_path)[1].get("root", ".")
         if not root.is_dir():
             print(f"{csv_path.stem}: no checkout at {root} (fetch it at the commit the CSV names)")
             continue

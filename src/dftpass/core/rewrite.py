@@ -314,7 +314,8 @@ class _Apply(cst.CSTTransformer):
                 if e not in open_spans:
                     raise EditError(f"the region at line {e.line} ends before it starts")
                 start = open_spans.pop(e)
-                inner = out[start:]
+                # the tail (``X.update(image_size=...)``) runs inside the region, after its run
+                inner = out[start:] + [s for code in e.tail for s in _stmts(code)]
                 inner[0], outer = _move_leading_lines(inner[0], _with(e.with_item, []))
                 out[start:] = [outer.with_changes(body=cst.IndentedBlock(body=inner))]
         if open_spans:

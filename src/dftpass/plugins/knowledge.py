@@ -561,39 +561,68 @@ class SampleSpan:
     tensor: str | None = None
 
 
-def iterable_sample_spans(graph: CallGraph) -> list[SampleSpan]:
-    """Per-sample spans of iterable data sets (a class whose ``__iter__`` is a generator and
-    that subclasses ``IterableDataset`` or is handed to a ``DataLoader``): in each loop whose
-    body yields at its top level, the statements before the ``yield``. A decorator would time
-    only the creation of the generator, and a region around the ``yield`` would time the
-    consumer too; the statements before it are the sample's read and its transforms."""
+def iterable_dataset_generators(graph: CallGraph) -> dict[str, str]:
+    """The generator ``__iter__`` methods of iterable data sets (a class that subclasses
+    ``IterableDataset`` or is handed to a ``DataLoader``): ``__iter__`` id -> class name."""
     loader_args = classes_given_to_loaders(graph)
-    out = []
+    out = {}
     for class_id, (fs, cs) in graph.classes.items():
         if "__iter__" not in cs.methods:
             continue
         if not graph.has_base(class_id, graph.hints.iterable_dataset_bases) and class_id not in loader_args:
             continue
         iter_id = f"{fs.relpath}::{cs.methods['__iter__']}"
-        fn = graph.fn(iter_id)
-        if not fn.is_generator:
-            continue
-        for (value, loops, delegated), path in zip(fn.yields, fn.yield_stmts):
-            if delegated or not loops or path[-1][0] != "body" or path[-1][1] == 0:
-                continue
-            loop = fn.loops[loops[-1]]
-            if path[:-1] != loop.stmt:
-                continue  # the yield is under an ``if`` of the body: no one run of statements
-            first, last = loop.stmt + (("body", 0),), loop.stmt + (("body", path[-1][1] - 1),)
-            inside = [c for c in fn.calls if c.stmt[:len(loop.stmt) + 1] >= first
-                      and c.stmt[:len(loop.stmt) + 1] <= last and c.stmt[:len(loop.stmt)] == loop.stmt]
-            if not inside:
-                continue  # only names moved around: an event would cost more than the sample
-            line = min(c.line for c in inside)
-            bound = [a for a in fn.assigns if a.stmt == last and HANDLE_NAME.match(a.target)]
-            tensor = bound[0].target if len(bound) == 1 and _makes_tensor(graph, fs, bound[0].value) else None
-            out.append(SampleSpan(cs.name, iter_id, first, last, line, tensor))
+        if graph.fn(iter_id).is_generator:
+            out[iter_id] = cs.name
     return out
+
+
+def iterable_sample_spans(graph: CallGraph) -> list[SampleSpan]:
+    """Per-sample spans of iterable data sets (``iterable_dataset_generators``): for each
+    ``yield`` in a loop's body, the statements of that body before it. A decorator would time
+    only the creation of the generator, and a region around the ``yield`` would time the
+    consumer too; the statements before it are the sample's read and its transforms.
+
+    When those statements call nothing (``chunk = shard[i:j]`` before ``yield chunk``), the
+    read is one level up: the enclosing loop's statements before the inner loop (the shard
+    that is read, then cut into samples)."""
+    out = []
+    for iter_id, dataset in iterable_dataset_generators(graph).items():
+        fs, fn = graph.functions[iter_id]
+        seen = set()
+        for (value, loops, delegated), path in zip(fn.yields, fn.yield_stmts):
+            if delegated or not loops:
+                continue
+            span = _span_before(fn, loops, path)
+            if span is None or span[0] in seen:
+                continue
+            first, last, line = span
+            seen.add(first)
+            out.append(SampleSpan(dataset, iter_id, first, last, line, _span_tensor(graph, fs, fn, first, last)))
+    return out
+
+
+def _span_before(fn, loops: tuple[int, ...], path: StmtPath) -> tuple[StmtPath, StmtPath, int] | None:
+    """(first, last, line of the first call) of the statements that come before ``path`` (a
+    yield, or the inner loop that holds it) in the body of its loop, climbing to the
+    enclosing loop while the run calls nothing; None when no level has a run with calls."""
+    for depth in range(len(loops) - 1, -1, -1):
+        loop = fn.loops[loops[depth]]
+        n = len(loop.stmt)
+        if len(path) <= n or path[:n] != loop.stmt or path[n][0] != "body":
+            return None
+        if len(path) > n + 1 and depth == len(loops) - 1:
+            return None  # the yield is under an ``if`` of the body: no one run of statements
+        index = path[n][1]
+        if index == 0:
+            return None
+        first, last = loop.stmt + (("body", 0),), loop.stmt + (("body", index - 1),)
+        inside = [c for c in fn.calls if c.stmt[:n] == loop.stmt and len(c.stmt) > n
+                  and first[n] <= c.stmt[n] <= last[n]]
+        if inside:
+            return first, last, min(c.line for c in inside)
+        path = loop.stmt  # only names moved around: look at the loop that holds this one
+    return None
 
 
 #: torch calls whose result is always a tensor
@@ -601,10 +630,35 @@ TENSOR_MAKERS = frozenset({"torch.from_numpy", "torch.tensor", "torch.as_tensor"
                            "torch.zeros", "torch.ones", "torch.empty", "torch.frombuffer"})
 
 
+#: methods whose result is a tensor when called on a sample (``shard.to(device)``)
+TENSOR_METHODS = frozenset({"to", "cuda", "pin_memory", "contiguous", "long", "float", "half", "int"})
+
+
 def _makes_tensor(graph: CallGraph, fs: FileSummary, value: str | None) -> bool:
-    """``torch.from_numpy(...)`` and its kin, also with tensor methods after (``.long()``)."""
+    """``torch.from_numpy(...)`` and its kin, also with tensor methods after (``.long()``),
+    and a tensor method on a name (``shard.to(self.device)``)."""
     chain = call_chain(value)
-    return chain is not None and not chain[2] and graph.qualify(fs, chain[0]) in TENSOR_MAKERS
+    if chain is None or chain[2]:
+        return False
+    receiver, _, method = chain[0].rpartition(".")
+    return graph.qualify(fs, chain[0]) in TENSOR_MAKERS or (
+        method in TENSOR_METHODS and bool(HANDLE_NAME.match(receiver)) and not receiver.startswith("self."))
+
+
+def _span_tensor(graph: CallGraph, fs: FileSummary, fn: FunctionSummary, first: StmtPath,
+                 last: StmtPath) -> str | None:
+    """The name the span's last tensor-making statement binds (its bytes are the sample's
+    ``image_size``), unless a later statement of the span binds it to something else."""
+    n = len(first) - 1
+    tensor = None
+    for a in sorted((a for a in fn.assigns if len(a.stmt) == n + 1 and a.stmt[:n] == first[:n]
+                     and first[n] <= a.stmt[n] <= last[n] and HANDLE_NAME.match(a.target)
+                     and not a.target.startswith("self.")), key=lambda a: a.stmt[n]):
+        if _makes_tensor(graph, fs, a.value):
+            tensor = a.target
+        elif a.target == tensor:
+            tensor = None
+    return tensor
 
 
 def per_sample_functions(graph: CallGraph, loops) -> dict[str, str]:

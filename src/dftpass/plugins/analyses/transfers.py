@@ -13,7 +13,9 @@ import re
 import attrs
 
 from dftpass.core.passes import Pass, PassKind
-from dftpass.plugins.knowledge import evaluated_by_callers, evaluates, LOSS_NAME, model_classes
+from dftpass.plugins.knowledge import (
+    evaluated_by_callers, evaluates, iterable_dataset_generators, LOSS_NAME, model_classes,
+)
 
 #: device strings of accelerators (``'cuda'``, ``'cuda:1'``, ``'mps'``...); ``'cpu'`` is not one
 ACCELERATORS = ("cuda", "mps", "xpu", "hpu", "npu", "xla", "mlu", "musa")
@@ -66,7 +68,8 @@ def moves_to_device(fn, call) -> bool:
 def batch_calls(graph, batch_loops):
     """(function id, call indexes or None for all): the calls that run once per batch: in a
     batch loop's body, in the project functions that body calls (one level, not into the
-    model), and in the functions that produce the batches (``get_batch()``)."""
+    model), in the functions that produce the batches (``get_batch()``), and in the
+    ``__iter__`` generators of iterable data sets."""
     scopes: dict[str, set[int] | None] = {}
 
     def add(function_id: str, indexes: set[int] | None) -> None:
@@ -89,6 +92,10 @@ def batch_calls(graph, batch_loops):
                         and graph.is_module_class(owner):
                     continue  # the model's own code
                 add(target, None)
+    # an iterable data set that moves what it reads to the device (``shard.to(self.device)``
+    # in ``__iter__``): its batches reach the loop already moved, the move is in the generator
+    for iter_id in iterable_dataset_generators(graph):
+        add(iter_id, None)
     return scopes
 
 

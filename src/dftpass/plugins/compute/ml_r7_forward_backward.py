@@ -320,11 +320,13 @@ class ForwardBackward(Pass):
 def _in_simple_statement(graph, function_id: str, call) -> bool:
     """The call is part of an expression or assignment statement that runs no backward pass and
     no optimizer step (``output = F.smooth_l1_loss(fc(x), y)``, pytorch/examples'
-    ``regression``): the statement can be timed as the forward, its loss with it;
-    ``model(x).sum().backward()`` and ``opt.step(lambda: model(x))`` cannot."""
+    ``regression``), or ``loss = model(x, y) / accumulation``: the statement can be timed as
+    the forward, its loss with it; ``model(x).sum().backward()`` and
+    ``opt.step(lambda: model(x))`` cannot."""
     fs, fn = graph.functions[function_id]
     same = [c for c in fn.calls if c.stmt == call.stmt]
-    return any(c.stmt_kind in ("expr", "assign") for c in same) and \
+    assignment = any(a.stmt == call.stmt for a in fn.assigns)
+    return (assignment or any(c.stmt_kind in ("expr", "assign") for c in same)) and \
         not any(is_backward(c) or is_optimizer_step(graph, fs, fn, c) for c in same)
 
 
