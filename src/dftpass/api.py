@@ -76,7 +76,7 @@ from dftpass.plugins.checks.regions import RULES_THAT_PLACE, module_loggers, reg
 
 # -- edits and placement ------------------------------------------------------------------
 from dftpass.core.edits import (
-    AddArgument, Decorate, Edit, Enumerate, InsertAfter, InsertBefore, WrapBody, WrapIter, WrapStmt,
+    AddArgument, Decorate, Edit, Enumerate, InsertAfter, InsertBefore, WrapBody, WrapIter, WrapStmt, WrapValue,
 )
 from dftpass.core.placement import function_region, has_region, needs_body_region, top_level_line
 
@@ -107,7 +107,7 @@ __all__ = [
     "is_derived", "is_initialize", "is_metadata_call", "is_node", "module_loggers", "nesting_rank", "recognize",
     "region_of", "regions_on",
     # edits and placement
-    "AddArgument", "Decorate", "Edit", "Enumerate", "InsertAfter", "InsertBefore", "WrapBody", "WrapIter",
+    "AddArgument", "Decorate", "Edit", "Enumerate", "InsertAfter", "InsertBefore", "WrapBody", "WrapIter", "WrapValue",
     "WrapStmt", "function_region", "has_region", "needs_body_region", "top_level_line",
     # runtime rules
     "BELOW_TARGET", "CANNOT_JUDGE", "JUDGE_NOT", "NO_OVERLAP", "REMEDIES", "STALLED", "account", "root_problem",

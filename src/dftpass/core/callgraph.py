@@ -222,6 +222,17 @@ class CallGraph:
             qualname = qualname.rsplit(".<locals>.", 1)[0] if ".<locals>." in qualname else ""
         return None
 
+    def nested_class(self, fs: FileSummary, fn: FunctionSummary, name: str) -> str | None:
+        """A class ``name`` defined inside ``fn`` or a function enclosing it (a data set class
+        defined in the training function)."""
+        qualname = fn.qualname
+        while not fn.is_module and qualname:
+            found = fid(fs.relpath, f"{qualname}.<locals>.{name}")
+            if found in self.classes:
+                return found
+            qualname = qualname.rsplit(".<locals>.", 1)[0] if ".<locals>." in qualname else ""
+        return None
+
     def enclosing_function(self, function_id: str) -> str | None:
         """The function a nested function is defined in (its closure), if any."""
         fs, fn = self.functions[function_id]
@@ -532,6 +543,32 @@ def _references(graph: CallGraph, caller: str, fs: FileSummary, fn: FunctionSumm
                 _edge(graph, caller, target, "ref", call.in_main_guard)
 
 
+def _bind_star_imports(graph: CallGraph) -> None:
+    """``from helpers import *`` binds helpers' public names in the importing file: its
+    functions, classes and globals, and what it imported itself (``from model import *`` in
+    ``generate.py`` re-exports model's names to a file that star-imports generate). Repeated
+    until nothing changes, so chains of star imports resolve."""
+    pending = [fs for fs in graph.files.values() if fs.star_imports]
+    changed = True
+    while changed and pending:
+        changed = False
+        for fs in pending:
+            for module in fs.star_imports:
+                target = graph.module_file(module, fs.relpath)
+                if target is None or target == fs.relpath:
+                    continue
+                source = graph.files[target]
+                public = {name: f"{module}.{name}" for name in graph.top_names(target)}
+                public.update((a.target, f"{module}.{a.target}") for a in source.module_scope.assigns
+                              if "." not in a.target)
+                public.update(source.imports)
+                for name, qualified in public.items():
+                    if name.startswith("_") or name in fs.imports or name in graph.top_names(fs.relpath):
+                        continue
+                    fs.imports[name] = qualified
+                    changed = True
+
+
 def build_callgraph(summaries: Iterable[FileSummary], console_scripts: Iterable[tuple[str, str, str]] = (),
                     hints: ResolutionHints | None = None) -> CallGraph:
     import networkx as nx
@@ -557,6 +594,7 @@ def build_callgraph(summaries: Iterable[FileSummary], console_scripts: Iterable[
             graph._methods[cid] = [fid(fs.relpath, q) for q in cs.methods.values()]
             if "." not in cs.qualname:
                 top[cs.qualname] = cid
+    _bind_star_imports(graph)
     for cid, (fs, cs) in graph.classes.items():
         for base in cs.bases:
             target = graph._resolve_name(fs, base)

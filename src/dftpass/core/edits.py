@@ -9,6 +9,7 @@ Passes never touch code. They queue edits on a file's :class:`EditSet`, located 
 * :class:`WrapIter` the iterable of a ``for`` loop (or an expression inside it);
 * :class:`Enumerate` a ``for`` loop (``for x in it`` -> ``for i, x in enumerate(it)``);
 * :class:`WrapStmt` one statement (or a run of statements of one block) in ``with ITEM:``;
+* :class:`WrapValue` the value of an assignment (``it = gen()`` -> ``it = ai.x.iter(gen())``);
 * :class:`InsertBefore` / :class:`InsertAfter` a statement.
 
 Edits are plain data (they pickle to worker processes); :mod:`dftpass.core.rewrite`
@@ -75,6 +76,17 @@ class WrapStmt(Edit):
     #: exceptions, where a ``start()`` left without its ``stop()`` loses that step's event
     #: (docs/decisions.md)
     through: StmtPath | None = None
+
+
+@attrs.frozen
+class WrapValue(Edit):
+    """``NAME = VALUE`` becomes ``NAME = CALLEE(VALUE EXTRA)``: the iterator a loop draws from
+    with ``next()`` in the middle of an expression (``update(next(batches))``) is wrapped where
+    it is made, so that every ``next()`` is timed without splitting the statement."""
+
+    stmt: StmtPath
+    callee: str
+    extra: str = ""
 
 
 @attrs.frozen

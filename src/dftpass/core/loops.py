@@ -13,7 +13,15 @@ A *batch loop* runs one step per iteration on data it fetches, in one of four st
   a gradient-accumulation loop between the two (``for micro_step in range(k)``) is
   part of the step, not the batch loop;
 * ``fed``: it iterates a project generator that itself yields the batches of a loader
-  (``for batch in loader.next():``); the generator's own loop carries the fetch.
+  (``for batch in loader.next():``); the generator's own loop carries the fetch;
+* ``made``: its step draws ``next(it)`` in the middle of an expression
+  (``update(next(batches))``, ``model(next(train_loader))``) from a project generator: the
+  iterator is wrapped where it is made (``batches = data_stream()``).
+
+Where the names and shapes above say nothing, batch provenance (:mod:`dftpass.core.dataflow`)
+walks the values the step consumes back to where they are drawn: a project function that
+returns them (a producer, whatever its name: ``train(*random_training_set())``), or
+``next()`` of a project generator (whatever it yields: slices of in-memory arrays too).
 
 An *epoch loop* is the innermost loop that contains a batch loop, directly or through the
 functions it calls: a ``for`` over numbers or an unknown iterable (never over a literal
@@ -24,12 +32,12 @@ epoch (``while epoch < max_epochs:``). Module-level loops count like any other.
 from __future__ import annotations
 
 import re
-from typing import Callable, Iterable
+from typing import Any, Callable, Iterable
 
 import attrs
 
 from dftpass.core.callgraph import CallGraph
-from dftpass.core.summary import FileSummary, FunctionSummary, LoopSummary, StmtPath
+from dftpass.core.summary import FileSummary, FunctionSummary, LoopSummary, StmtPath, dotted
 from dftpass.core.values import kind as origin_kind
 from dftpass.core.values import subject as origin_subject
 
@@ -91,6 +99,11 @@ class LoopFacts:
     #: ``next`` style over a project generator of a loader's batches (``X, Y = next(it)`` with
     #: ``it = iter_batches(split='train')``): the generators; the fetch is the ``next()``
     sources: tuple[str, ...] = ()
+    #: ``made`` style: where each iterator the step draws from is made: (the function or
+    #: module scope that binds it, the ``it = gen()`` statement, its line)
+    made: tuple[tuple[str, StmtPath, int], ...] = ()
+    #: found by batch provenance (not by the names and shapes of the loop)
+    by_flow: bool = False
 
     @property
     def wraps_iterable(self) -> bool:
@@ -102,11 +115,31 @@ def _last(text: str) -> str:
     return text.rstrip("()").rsplit(".", 1)[-1]
 
 
+#: the sites of a walk that say the value is data: read in, or drawn from a loader or a generator
+DATA_SOURCES = frozenset({"read", "loader", "generator", "dataset"})
+
+
+def _within(path: StmtPath, block: StmtPath) -> bool:
+    """``path`` is a statement inside the compound statement ``block`` (its body or else)."""
+    return len(path) > len(block) and path[:len(block)] == block
+
+
+class _Text:
+    """A ``next()`` site's iterator text, asked like a site (``_drawn_from``)."""
+
+    def __init__(self, target: str) -> None:
+        self.target = target
+
+
 _SPLITS = (
     ("test", re.compile(r"(?i)(^|[^a-z])test")),
     ("evaluate", re.compile(r"(?i)(^|[^a-z])(val|valid|validation|eval|evaluate|evaluation|dev)([^a-z]|$)")),
     ("train", re.compile(r"(?i)train")),
 )
+
+
+#: keywords that choose a data set's split by a boolean (torchvision's ``train=False`` is the test set)
+TRAIN_FLAGS = frozenset({"train", "training", "is_train", "is_training"})
 
 
 def split_of(texts: Iterable[str | None]) -> str | None:
@@ -127,6 +160,13 @@ class LoopAnalysis:
     recognize: Callable  # (fs, callee) -> node path | None (from the emitter)
     #: does this function do a training or evaluation step's compute (knowledge)?
     does_step: Callable[[str, set[int] | None], bool] = lambda function_id, loops: False
+    #: the backward passes, model calls and step calls of a loop body (knowledge):
+    #: (call index, whether the batch is the call's receiver)
+    consumers: Callable[[str, set[int]], list[tuple[int, bool]]] = lambda function_id, loops: []
+    #: does the loop body (those loops of the function) train: a backward pass or an optimizer step?
+    trains: Callable[[str, set[int]], bool] = lambda function_id, loops: False
+    #: batch provenance's walker (:class:`dftpass.core.dataflow.DataFlow`), when the files can be read
+    dataflow: Any = None
     facts: dict[tuple[str, int], LoopFacts] = attrs.field(factory=dict)
     _generators: dict[str, bool] = attrs.field(factory=dict)
     _patterns: dict[str, re.Pattern] = attrs.field(factory=dict)
@@ -270,7 +310,98 @@ class LoopAnalysis:
             facts.kind, facts.style, facts.producers = "batch", "producer", producers
             facts.reason = f"runs a step on the batch {names}() produces"
             self._ints(facts)
+        elif self.dataflow is not None and not self._is_accumulation(fn, loop):
+            self._flow_fetch(facts, function_id, fn, loop)
         return facts
+
+    # -- batch provenance: where the step's data is drawn ---------------------------------------
+    def _flow_fetch(self, facts: LoopFacts, function_id: str, fn: FunctionSummary, loop: LoopSummary) -> None:
+        """Walk what the loop's step consumes back to where it is drawn in this loop: a
+        ``next()`` of a project generator (style ``next``, or ``made`` when the ``next()`` is
+        inside a larger expression), or a project function that returns it (``producer``)."""
+        inside = {loop.index, *self._accumulation_children(fn, loop)}
+        if not self.does_step(function_id, inside):
+            return
+        flow = self.dataflow
+        nexts: dict[tuple[int, int], tuple[str, tuple[str, ...]]] = {}
+        producers: list[str] = []
+        for index, receiver in self.consumers(function_id, inside):
+            call = fn.calls[index]
+            trace = flow.derive_call_args(function_id, call.line, call.col, receiver)
+            for site in trace.sites:
+                if site.function != function_id or not _within(site.stmt, loop.stmt):
+                    continue
+                if site.kind == "next" and (site.line, site.col) not in nexts:
+                    drawn = self._drawn_from(function_id, site)
+                    if drawn:
+                        nexts[(site.line, site.col)] = (site.target, drawn)
+                elif site.kind == "call" and site.target not in producers and self._produces_data(site.target):
+                    producers.append(site.target)
+        if nexts:
+            self._next_style(facts, function_id, fn, loop, nexts)
+        elif producers and self.trains(function_id, inside):
+            # only a training step: a sampling loop's helpers (``top_k(logits)``) return data too
+            facts.kind, facts.style, facts.producers = "batch", "producer", tuple(producers)
+            facts.by_flow = True
+            names = ", ".join(p.rsplit("::", 1)[-1] for p in producers)
+            facts.reason = f"runs a step on the data {names}() returns (batch provenance)"
+            self._ints(facts)
+
+    def _drawn_from(self, function_id: str, site) -> tuple[str, ...]:
+        """The project generators a ``next()`` draws from (empty when it draws from anything else)."""
+        g = self.graph
+        origins = g.values.of(function_id, site.target) if site.target and g.values is not None else ()
+        return tuple(sorted(o.split(":", 1)[1] for o in origins if o.startswith("gen:")))
+
+    def _produces_data(self, function_id: str) -> bool:
+        """A project function whose result is data drawn for a step: not a step itself, not a
+        model's method, and what it returns comes from data (a slice, a read, a loader, a
+        generator, another producer), not from nothing (``model.init_hidden()``)."""
+        g = self.graph
+        fn = g.fn(function_id)
+        if fn.is_generator or function_id.endswith(".__init__") or self.does_step(function_id, None):
+            return False
+        owner = g.class_of_method(function_id)
+        if owner is not None and g.is_module_class(owner):
+            return False
+        trace = self.dataflow.derive_returns(function_id)
+        return any(s.kind in DATA_SOURCES for s in trace.sites)
+
+    def _next_style(self, facts: LoopFacts, function_id: str, fn: FunctionSummary, loop: LoopSummary,
+                    nexts: dict[tuple[int, int], tuple[str, tuple[str, ...]]]) -> None:
+        """``x = next(it)`` statements get start/stop (style ``next``); a ``next()`` inside a
+        larger expression gets its iterator wrapped where it is made (style ``made``)."""
+        whole = {n.stmt: n for n in loop.next_calls if n.iterator}
+        regions, made, sources = [], [], set()
+        for (line, col), (iterator, generators) in sorted(nexts.items()):
+            sources.update(generators)
+            stmt = next((c.stmt for c in fn.calls if (c.line, c.col) == (line, col)), None)
+            nc = whole.get(stmt) if stmt is not None else None
+            if nc is not None and nc.iterator == iterator:
+                regions.append(nc.region)
+                continue
+            for b in self.dataflow.bindings(function_id, iterator):
+                if b.whole and b.function == function_id and _within(b.stmt, loop.stmt):
+                    continue  # re-made inside the loop (a restart): the first making is outside
+                # only where the value itself makes the generator (``it = gen()``): wrapping
+                # ``loader = DataLoader(...)`` would hand a library a generator, not its loader
+                made_by = dotted(b.value) if b.value is not None else None
+                if b.whole and made_by and self._drawn_from(b.function, _Text(made_by)) \
+                        and (b.function, b.stmt, b.line) not in made:
+                    made.append((b.function, b.stmt, b.line))
+        if not regions and not made:
+            return
+        facts.kind, facts.sources = "batch", tuple(sorted(sources))
+        names = ", ".join(s.rsplit("::", 1)[-1] for s in sorted(sources))
+        facts.by_flow = True
+        if regions:
+            facts.style, facts.fetch_regions = "next", tuple(dict.fromkeys(regions))
+            facts.reason = f"takes next() from {names}, a project generator (batch provenance)"
+        else:
+            facts.style, facts.made = "made", tuple(made)
+            facts.reason = f"draws next() from {names}, a project generator, inside a larger expression"
+        facts.subject = next(iter(nexts.values()))[0]
+        self._ints(facts)
 
     def _next_sources(self, function_id: str, loop: LoopSummary) -> dict[str, tuple[str, ...]]:
         """The iterators the loop takes ``next()`` from that are project generators over a
@@ -351,16 +482,20 @@ class LoopAnalysis:
             facts.step_var = facts.counter
             return
         callees = [_last(layer.callee) for layer in loop.layers]
+        layers = loop.layers
+        while callees[:1] and callees[0] in ("tqdm", "track") and len(callees) > 1:
+            # ``tqdm(range(n))``: the progress bar passes the numbers through
+            callees, layers = callees[1:], layers[1:]
         if facts.counter and not facts.wrap_depth:
             facts.step_var = facts.counter  # the loop's own step count (``step += 1``)
         if facts.wrap_depth and loop.first_target:
             facts.step_var = facts.int_var = loop.first_target
         elif callees[:1] in (["range"], ["trange"]):
             facts.int_var = loop.single_target
-            # range(n): the variable counts the steps; range(0, n, bptt) is an offset
-            if len(loop.layers[0].args) == 1 and not facts.step_var:
+            # range(n), range(1, n + 1): the variable counts the steps; range(0, n, bptt) is an offset
+            if len(layers[0].args) in (1, 2) and not facts.step_var:
                 facts.step_var = loop.single_target
-        elif callees[:1] == ["count"] and len(loop.layers[0].args) <= 1 and loop.single_target:
+        elif callees[:1] == ["count"] and len(layers[0].args) <= 1 and loop.single_target:
             # itertools.count(1): the variable counts the steps (regression's batch_idx), from its start
             facts.int_var = loop.single_target
             facts.step_var = facts.step_var or loop.single_target
@@ -403,6 +538,7 @@ class LoopAnalysis:
             for loop in fn.loops:
                 self.facts[(function_id, loop.index)] = self._classify(function_id, fs, fn, loop)
         self._innermost_batches()
+        self._steps_inside_steps()
         self._library_sources()
         self._mark_epochs()
         self._mark_splits()
@@ -419,6 +555,26 @@ class LoopAnalysis:
             if any(self.facts[(function_id, d)].kind == "batch" for d in self._loop_descendants(fn, index)):
                 facts.kind, facts.style, facts.producers, facts.fetch_regions = "other", "iter", (), ()
                 facts.reason = "runs a batch loop inside"
+
+    def _steps_inside_steps(self) -> None:
+        """A loop batch provenance found inside a function that another batch loop's body calls
+        (a microbatch loop in ``forward_backward``, called by ``run_step`` in the training loop)
+        is part of that loop's step, not a batch loop of its own."""
+        flow = [f for f in self.facts.values() if f.kind == "batch" and f.by_flow]
+        if not flow:
+            return
+        named = [f for f in self.facts.values() if f.kind == "batch" and not f.by_flow]
+        inside: set[str] = set()
+        for facts in named + flow:
+            for call, targets in self.graph.calls_with_targets(facts.function):
+                if facts.loop.index in call.loops:
+                    for t in targets:
+                        inside |= {t, *self.graph.reachable(t)}
+        for facts in flow:
+            if facts.function in inside:
+                facts.kind, facts.style, facts.producers, facts.made, facts.sources = "other", "iter", (), (), ()
+                facts.fetch_regions, facts.by_flow = (), False
+                facts.reason = "runs inside the step of another batch loop"
 
     def _library_sources(self) -> None:
         """A generator that hands a loader's batches on, but that no loop of the project
@@ -455,6 +611,11 @@ class LoopAnalysis:
                     texts.append(a.value)
                     texts.extend(a.call_args)
                     texts.extend(v for _, v in a.call_keywords)
+                    # ``MNIST(root, train=False)``, ``get_loader(..., training=False)``: the test
+                    # split, said by any call of the statement that builds the loader
+                    flags = [kv for c in fn.calls if c.stmt == a.stmt for kv in c.keywords]
+                    texts.extend(("train" if v == "True" else "test") for k, v in (*a.call_keywords, *flags)
+                                 if k in TRAIN_FLAGS and v in ("True", "False"))
         inside = {loop.index, *self._accumulation_children(fn, loop)}
         for i, call in enumerate(fn.calls):
             if call.loops and call.loops[-1] in inside and set(self.graph.targets(facts.function, i)) & \

@@ -272,6 +272,18 @@ class Project:
                 progress(relpath)
 
     # -- queries ---------------------------------------------------------------------------
+    def read_source(self, relpath: str) -> bytes | None:
+        """A summarized file's bytes again (batch provenance parses the few files its walk
+        enters); None for a file that was not summarized or cannot be read now."""
+        f = self.files.get(relpath)
+        if f is None or f.summary is None:
+            return None
+        try:
+            with open(self.root / relpath, "rb") as fh:
+                return fh.read()
+        except OSError:
+            return None
+
     def summaries(self) -> Iterable[FileSummary]:
         return (f.summary for f in self.files.values() if f.summary is not None)
 

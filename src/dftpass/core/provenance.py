@@ -15,7 +15,7 @@ from pathlib import Path
 import attrs
 
 from dftpass.core.edits import AddArgument, Decorate, Edit, EditSet, Enumerate, InsertAfter, InsertBefore, WrapBody, \
-    WrapIter, WrapStmt, edit_target
+    WrapIter, WrapStmt, WrapValue, edit_target
 from dftpass.core.summary import MODULE_SCOPE, FileSummary, StmtPath
 
 FILE = "annotations.json"
@@ -49,7 +49,7 @@ def entry(fs: FileSummary, edit: Edit) -> dict:
         out["code"] = edit.code
     elif isinstance(edit, WrapBody):
         out.update(on=on, item=edit.with_item, prologue=list(edit.prologue), final=list(edit.finally_))
-    elif isinstance(edit, WrapIter):
+    elif isinstance(edit, (WrapIter, WrapValue)):
         out["callee"] = edit.callee
     elif isinstance(edit, Enumerate):
         loop = next((lp for fn in fs.functions for lp in fn.loops if lp.stmt == path), None)

@@ -17,7 +17,7 @@ import attrs
 import libcst as cst
 
 from dftpass.core.edits import (AddArgument, Decorate, Edit, EditSet, Enumerate, InsertAfter, InsertBefore, WrapBody,
-                                WrapIter, WrapStmt, edit_target)
+                                WrapIter, WrapStmt, WrapValue, edit_target)
 from dftpass.core.emitter import API_MODULE, IMPORT_PRELUDE, IMPORT_PRELUDE_COMMENT
 from dftpass.core.linebytes import keep_original_bytes
 from dftpass.core.summary import StmtPath
@@ -287,7 +287,7 @@ class _Apply(cst.CSTTransformer):
                         edit.through[-1][1] <= edit.stmt[-1][1]:
                     raise EditError(f"a region at line {edit.line} must end on a later statement of its block")
                 self.span_ends.setdefault(id(last), []).append(edit)
-            if isinstance(edit, (WrapStmt, InsertBefore, InsertAfter, AddArgument)):
+            if isinstance(edit, (WrapStmt, InsertBefore, InsertAfter, AddArgument, WrapValue)):
                 self.small.setdefault(id(node), {}).setdefault(k, []).append(edit)
             else:
                 if k is not None:
@@ -376,6 +376,8 @@ class _Apply(cst.CSTTransformer):
         for e in edits:
             if isinstance(e, AddArgument):
                 node = _add_argument(node, e)
+            elif isinstance(e, WrapValue):
+                node = _wrap_value(node, e)
         for e in edits:
             if isinstance(e, WrapStmt):
                 returned = None
@@ -533,6 +535,17 @@ def _wrap_body(node, e: WrapBody, keep_docstring: bool):
                          finalbody=cst.Finally(body=cst.IndentedBlock(body=[_stmt(c) for c in e.finally_])))]
     prologue = [_stmt(c) for c in e.prologue]
     return node.with_changes(body=body.with_changes(body=[*head, *prologue, *inner]))
+
+
+def _wrap_value(line: cst.BaseStatement, e: WrapValue) -> cst.BaseStatement:
+    """``x = v`` -> ``x = CALLEE(v EXTRA)`` (the line holds that one assignment)."""
+    small = line.body[0] if isinstance(line, cst.SimpleStatementLine) and len(line.body) == 1 else None
+    if not isinstance(small, (cst.Assign, cst.AnnAssign)) or small.value is None:
+        raise EditError(f"line {e.line}: WrapValue needs an assignment")
+    wrapper = _expr(f"{e.callee}(__dftpass_inner__{e.extra})")
+    args = list(wrapper.args)
+    args[0] = args[0].with_changes(value=small.value)
+    return line.with_changes(body=[small.with_changes(value=wrapper.with_changes(args=args))])
 
 
 def _wrap_at(expr: cst.BaseExpression, e: WrapIter) -> cst.BaseExpression:

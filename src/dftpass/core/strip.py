@@ -11,6 +11,7 @@ edit                   its inverse
 ``Decorate``           the decorator goes
 ``WrapBody``           the prologue statements go, ``try``/``finally`` and ``with`` unwrap
 ``WrapIter``           ``ai.x.iter(it, ...)`` becomes ``it``
+``WrapValue``          ``x = ai.x.iter(v, ...)`` becomes ``x = v``
 ``Enumerate``          ``for _dft_step, (x, y) in enumerate(it)`` becomes ``for x, y in it``
 ``WrapStmt``           ``with ai.x:`` around one statement unwraps, its tail statements go; comments
                        go back to it
@@ -145,7 +146,7 @@ class _Strip(cst.CSTTransformer):
             return [("decorator", scope, _norm(e["code"]))]
         if kind == "WrapBody":
             return [] if e.get("prologue") else [(f"{e['on']}-with", scope, e.get("item"))]
-        if kind == "WrapIter":
+        if kind in ("WrapIter", "WrapValue"):  # a wrapped iterable, of a loop or of an assignment
             return [("iter", scope, e["callee"])]
         if kind == "Enumerate":
             return [("enumerate", scope, e["index"])]
@@ -301,6 +302,14 @@ class _Strip(cst.CSTTransformer):
                     inner = inner.with_changes(lpar=[], rpar=[])
                 target, it = inner, it.args[0].value
         return updated_node.with_changes(target=target, iter=self._unwrap_iter(it, scope))
+
+    def leave_Assign(self, original_node, updated_node):
+        return updated_node.with_changes(value=self._unwrap_iter(updated_node.value, self._scope()))
+
+    def leave_AnnAssign(self, original_node, updated_node):
+        if updated_node.value is None:
+            return updated_node
+        return updated_node.with_changes(value=self._unwrap_iter(updated_node.value, self._scope()))
 
     def _unwrap_iter(self, expr: cst.BaseExpression, scope: str) -> cst.BaseExpression:
         if not isinstance(expr, cst.Call) or not expr.args:

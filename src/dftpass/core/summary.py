@@ -184,6 +184,8 @@ class FunctionSummary:
     assigns: list[Assign] = attrs.field(factory=list)
     #: dotted texts of returned values
     returns: tuple[str | None, ...] = ()
+    #: the elements of each ``return a, b`` (dotted texts): what ``x, y = f()`` binds
+    return_tuples: tuple[tuple[str | None, ...], ...] = ()
     #: dotted texts of every ``with`` item in the body
     withs: tuple[str, ...] = ()
     #: what the function yields: (dotted text of the value, a tuple's elements joined by ", ";
@@ -246,6 +248,9 @@ class FileSummary:
     mentions: tuple[str, ...] = ()
     #: files the module runs with ``exec(open("configurator.py").read())``: part of it
     exec_includes: tuple[str, ...] = ()
+    #: modules imported with ``from X import *`` at module level (the call graph binds their
+    #: public names in this file)
+    star_imports: tuple[str, ...] = ()
     #: index of the first top-level statement after the script's set-up (docstring,
     #: imports, ``sys.path`` and environment set-up): where a module-level script starts
     script_anchor: int = 0
@@ -408,6 +413,7 @@ class _Builder:
         self.guards: list[GuardSummary] = []
         self.bound: set[str] = set()
         self.top_imports: set[str] = set()
+        self.star_imports: list[str] = []
         self.exec_includes: list[str] = []
         self.runtime_mentions: set[str] = set()
 
@@ -437,6 +443,8 @@ class _Builder:
         self.imported_modules.add(base)
         for alias in stmt.names:
             if alias.name == "*":
+                if at_module and base:
+                    self.star_imports.append(base)
                 continue
             local = alias.asname or alias.name
             self.bound.add(local)
@@ -490,6 +498,7 @@ class _Builder:
         walker = _FunctionWalker(self, fn)
         walker.block(body, path, "body", loops=(), withs=(), guard=False)
         fn.returns = tuple(walker.returns)
+        fn.return_tuples = tuple(walker.return_tuples)
         fn.withs = tuple(walker.all_withs)
         fn.yields = tuple(walker.yields)
         fn.yield_stmts = tuple(walker.yield_stmts)
@@ -530,6 +539,7 @@ class _FunctionWalker:
         self.b = builder
         self.fn = fn
         self.returns: list[str | None] = []
+        self.return_tuples: list[tuple[str | None, ...]] = []
         self.all_withs: list[str] = []
         self.yields: list[tuple[str | None, tuple[int, ...], bool]] = []
         self.yield_stmts: list[StmtPath] = []
@@ -582,6 +592,8 @@ class _FunctionWalker:
         self._expressions(_expr_children(stmt), stmt, path, loops, withs, guard)
         if isinstance(stmt, ast.Return):
             self.returns.append(dotted(stmt.value))
+            if isinstance(stmt.value, ast.Tuple) and not any(isinstance(e, ast.Starred) for e in stmt.value.elts):
+                self.return_tuples.append(tuple(dotted(e) for e in stmt.value.elts))
         if isinstance(stmt, (ast.Assign, ast.AnnAssign)):
             self._assign(stmt, path)
 
@@ -960,6 +972,7 @@ def summarize_tree(tree: ast.Module, relpath: str, module: str, lines: int) -> F
         import_anchor=import_anchor,
         mentions=tuple(sorted(mentions)),
         exec_includes=tuple(dict.fromkeys(builder.exec_includes)),
+        star_imports=tuple(dict.fromkeys(builder.star_imports)),
         script_anchor=script_anchor,
         script_line=tree.body[script_anchor].lineno if script_anchor < len(tree.body) else lines,
         top_level_work=any(_does_work(s) for s in tree.body),

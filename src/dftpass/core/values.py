@@ -54,6 +54,14 @@ class ValueHints:
     opaque_calls: frozenset[str] = frozenset()
 
 
+def _is_tracer_region(fs, callee: str) -> bool:
+    """``callee`` is a dftracer region's ``iter`` (in any of the file's spellings)."""
+    from dftpass.core.emitter import recognize
+
+    found = recognize(fs, callee)
+    return found is not None and found.endswith(".iter")
+
+
 def kind(origin: str) -> str:
     return origin.split(":", 1)[0]
 
@@ -74,6 +82,7 @@ class Values:
     _memo: dict[tuple[str, str], frozenset[str]] = attrs.field(factory=dict)
     _attr_memo: dict[tuple[str, str], frozenset[str]] = attrs.field(factory=dict)
     _assign_memo: dict[str, dict[str, list[tuple[str, str | None]]]] = attrs.field(factory=dict)
+    _unpack_memo: dict[str, dict[str, list[tuple[int, int]]]] = attrs.field(factory=dict)
     _active: set[tuple[str, str]] = attrs.field(factory=set)
     _answers: dict[frozenset[str], frozenset[str]] = attrs.field(factory=dict)
 
@@ -161,6 +170,9 @@ class Values:
         nested = g.nested_function(fs, fn, name)
         if nested:
             return {f"func:{nested}"}
+        nested = g.nested_class(fs, fn, name)
+        if nested:
+            return {f"class:{nested}"}
         out: set[str] = set()
         scope: str | None = fid
         while scope is not None:
@@ -168,6 +180,10 @@ class Values:
             local = [a.value for a in sfn.assigns if a.target == name]
             for value in local:
                 out |= self.of(scope, value, depth + 1)
+            unpacked = self._unpacked(scope).get(name, ())
+            for index, position in unpacked:
+                out |= self._tuple_element(scope, index, position, depth + 1)
+            local = local or list(unpacked)
             if name in sfn.params:
                 out |= self._parameter(scope, name, depth + 1)
                 return out
@@ -180,6 +196,8 @@ class Values:
             for a in fs.module_scope.assigns:
                 if a.target == name:
                     out |= self.of(module_id, a.value, depth + 1)
+            for index, position in self._unpacked(module_id).get(name, ()):
+                out |= self._tuple_element(module_id, index, position, depth + 1)
             if out:
                 return out
         top = g.top_names(fs.relpath).get(name)
@@ -188,6 +206,28 @@ class Values:
         if name in fs.imports:
             target = g._resolve_name(fs, name)
             return {self._ref(target)} if target else {f"ext:{fs.imports[name]}"}
+        return out
+
+    def _unpacked(self, fid: str) -> dict[str, list[tuple[int, int]]]:
+        """``x, y = f(...)`` in the function: name -> (call index, position in the tuple)."""
+        found = self._unpack_memo.get(fid)
+        if found is None:
+            found = {}
+            for i, call in enumerate(self.graph.fn(fid).calls):
+                if call.stmt_kind == "assign" and len(call.assigned_to) > 1:
+                    for position, target in enumerate(call.assigned_to):
+                        found.setdefault(target, []).append((i, position))
+            self._unpack_memo[fid] = found
+        return found
+
+    def _tuple_element(self, fid: str, index: int, position: int, depth: int) -> set[str]:
+        """What element ``position`` of the tuple call ``index`` returns holds: the element of
+        each ``return a, b`` of the project functions it runs."""
+        out: set[str] = set()
+        for target in self.graph.targets(fid, index):
+            for items in self.graph.fn(target).return_tuples:
+                if position < len(items) and items[position]:
+                    out |= self.of(target, items[position], depth + 1)
         return out
 
     def _parameter(self, fid: str, name: str, depth: int) -> set[str]:
@@ -220,6 +260,13 @@ class Values:
             if held:
                 return set(held)
         qualified = g.qualify(fs, callee)
+        if dot and method == "iter" and _is_tracer_region(fs, callee):
+            # ``ai.dataloader.fetch.iter(it)`` (dftpass's own wrapper): it yields what ``it`` does
+            call = g.call_in(fid, callee)
+            if call is not None and call.args and call.args[0]:
+                held = self.of(fid, call.args[0], depth + 1)
+                if held:
+                    return set(held)
         if (method if dot else callee) in self.hints.opaque_calls:
             return {f"ext:{qualified}()"}
         if qualified in self.hints.partial_calls:

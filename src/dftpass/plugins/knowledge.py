@@ -419,6 +419,28 @@ def does_step(graph: CallGraph, function_id: str, loops: set[int] | None = None)
     return any(trains(graph, t) for t in pending)
 
 
+def step_consumers(graph: CallGraph, function_id: str, loops: set[int] | None) -> list[tuple[int, bool]]:
+    """The calls of a step (those directly in ``loops``) that consume the batch, for batch
+    provenance to walk back from: (call index, whether the data is the receiver). A backward
+    pass consumes its loss (``loss.backward()``: the receiver; ``accelerator.backward(loss)``:
+    the argument), a model call and a compute-step call their arguments, and so does a call of
+    a project function that does a step (``train(*get_batch())``, ``update(i, state, batch)``).
+    ``loops`` None: every call of the function."""
+    fs, fn = graph.functions[function_id]
+    out = []
+    for i, call in enumerate(fn.calls):
+        if loops is not None and (not call.loops or call.loops[-1] not in loops):
+            continue
+        if is_backward(call, graph, fs):
+            out.append((i, call.method == "backward" and call.callee != "backward" and not call.args))
+        elif is_model_call(graph, function_id, i) or is_compute_step(call):
+            out.append((i, False))
+        elif any(trains(graph, t) or does_step(graph, t) for t in graph.targets(function_id, i)
+                 if not t.endswith(".__init__")):
+            out.append((i, False))
+    return out
+
+
 def does_io(graph: CallGraph, function_id: str) -> bool:
     """Whether the function itself reads or writes data (not through project functions)."""
     fs, fn = graph.functions[function_id]

@@ -5,9 +5,11 @@ from __future__ import annotations
 import attrs
 
 from dftpass.core import emitter
+from dftpass.core.dataflow import DataFlow, Oracle
 from dftpass.core.loops import LoopAnalysis, LoopOptions
 from dftpass.core.passes import Pass, PassKind
-from dftpass.plugins.knowledge import does_step
+from dftpass.plugins.analyses.transfers import moves_node_to_device
+from dftpass.plugins.knowledge import does_step, facts, step_consumers, trains
 
 
 class LoopsAnalysis(Pass):
@@ -31,8 +33,45 @@ class LoopsAnalysis(Pass):
 
     def run(self, ctx) -> LoopAnalysis:
         graph = ctx.analysis("callgraph")
-        return LoopAnalysis(graph, with_knowledge(self.options, ctx.manager.knowledge), emitter.recognize,
-                            lambda function_id, loops: does_step(graph, function_id, loops)).run()
+        return loop_analysis(graph, with_knowledge(self.options, ctx.manager.knowledge),
+                             ctx.project.read_source)
+
+
+def loop_analysis(graph, options: LoopOptions, read_source) -> LoopAnalysis:
+    """The loops of the project, with batch provenance's walker (``read_source(relpath)``
+    gives a file's text) answering where a step's data is drawn when names do not tell."""
+    analysis = LoopAnalysis(graph, options, emitter.recognize,
+                            lambda function_id, loops: does_step(graph, function_id, loops),
+                            lambda function_id, loops: step_consumers(graph, function_id, loops),
+                            lambda function_id, loops: trains(graph, function_id,
+                                                              lambda call: bool(set(call.loops) & loops)))
+    analysis.dataflow = DataFlow(graph, read_source, data_oracle(graph, analysis))
+    return analysis.run()
+
+
+def data_oracle(graph, loops: LoopAnalysis) -> Oracle:
+    """What batch provenance asks of the library knowledge: loaders (the loops analysis's
+    answer), reads (``io_calls``), device moves (the transfers analysis's), data sets."""
+    io = facts(graph).io_calls
+    plain = frozenset(n for n in io if "." not in n)
+    dotted_names = tuple("." + n for n in io if "." in n)
+
+    def is_loader(function_id: str, text: str) -> bool:
+        fs, fn = graph.functions[function_id]
+        return loops.loader_like(fs, fn, text)
+
+    def is_read(function_id: str, qualified: str, method: str) -> bool:
+        return method in plain or qualified.endswith(dotted_names) or qualified in io
+
+    def is_dataset(class_id: str) -> bool:
+        return bool(graph.method(class_id, "__getitem__") or graph.method(class_id, "__iter__"))
+
+    def is_model(function_id: str) -> bool:
+        owner = graph.class_of_method(function_id)
+        return owner is not None and graph.is_module_class(owner)
+
+    return Oracle(is_loader, is_read, lambda function_id, call: moves_node_to_device(graph, function_id, call),
+                  is_dataset, is_model)
 
 
 def with_knowledge(options: LoopOptions, known: dict[str, tuple[str, ...]]) -> LoopOptions:

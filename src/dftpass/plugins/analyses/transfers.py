@@ -65,6 +65,40 @@ def moves_to_device(fn, call) -> bool:
     return False
 
 
+#: methods that move their receiver to an accelerator whatever their arguments
+MOVE_METHODS = frozenset({"cuda", "pin_memory"})
+
+
+def moves_node_to_device(graph, function_id: str, call) -> bool:
+    """The same question as :func:`moves_to_device`, on a call expression (``ast.Call``) that
+    batch provenance meets: ``x.to(device)``, ``x.cuda()``, ``x.pin_memory()``, and
+    ``x.type(Tensor)`` where ``Tensor`` may be a CUDA tensor type (``torch.cuda.FloatTensor``)."""
+    import ast
+
+    from dftpass.core.summary import dotted
+
+    method = call.func.attr if isinstance(call.func, ast.Attribute) else ""
+    if method in MOVE_METHODS:
+        return True
+    fn = graph.fn(function_id)
+    if method == "to":
+        keywords = {k.arg: k.value for k in call.keywords if k.arg}
+        candidates = [keywords["device"]] if "device" in keywords else list(call.args[:1])
+        for node in candidates:
+            text = dotted(node)
+            verdict = device_text(text.removesuffix("()") if text else text)
+            if verdict is None and text and "." not in text and "(" not in text:
+                verdict = any(device_text(a.value) for a in fn.assigns if a.target == text) or None
+            if verdict:
+                return True
+        return False
+    if method == "type" and call.args:
+        text = dotted(call.args[0])
+        origins = graph.values.of(function_id, text) if text and graph.values is not None else ()
+        return any(o.startswith("ext:torch.cuda.") for o in origins) or bool(text and text.startswith("torch.cuda."))
+    return False
+
+
 def batch_calls(graph, batch_loops):
     """(function id, call indexes or None for all): the calls that run once per batch: in a
     batch loop's body, in the project functions that body calls (one level, not into the
@@ -131,25 +165,50 @@ class Transfers:
 
 
 class TransfersAnalysis(Pass):
-    """Find the per-batch host-to-device moves (``ctx.analysis("transfers")``)."""
+    """Find the per-batch host-to-device moves (``ctx.analysis("transfers")``).
+
+    For each batch loop whose step batch provenance could walk back (the
+    ``batch_provenance`` analysis), the moves are the ones on the data's way, wherever they
+    are (two calls below the loop, in a generator, in a data set's ``__getitem__``), and
+    nothing else (``hidden = hidden.cuda()`` moves the model's state, not the batch). For the
+    other loops, the calls that run once per batch and move a name that is not a model."""
 
     id = "transfers"
     title = "Device transfers"
     kind = PassKind.ANALYSIS
-    requires = ("callgraph", "loops")
+    requires = ("callgraph", "loops", "batch_provenance")
 
     def run(self, ctx) -> Transfers:
         graph = ctx.analysis("callgraph")
-        loops = list(ctx.analysis("loops").of_kind("batch"))
-        training = [f for f in loops if not evaluates(graph.fn(f.function), graph)
-                    and not evaluated_by_callers(graph, f.function)]
+        batch = list(ctx.analysis("loops").of_kind("batch"))
+        provenance = ctx.analysis("batch_provenance")
         out: dict = {}
-        for function_id, indexes in sorted(batch_calls(graph, loops).items(), key=lambda kv: kv[0]):
+        walked, training = set(), set()
+        for facts in batch:
+            chain = provenance.chain_of(facts.function, facts.loop.line)
+            if chain is None or not chain.consumers:
+                continue
+            walked.add((facts.function, facts.loop.line))
+            if not evaluates(graph.fn(facts.function), graph) and not evaluated_by_callers(graph, facts.function):
+                training |= {facts.function, *chain.per_batch}
+        for function_id, stmts in provenance.transfers().items():
+            fn = graph.fn(function_id)
+            at = {(c.line, c.col): c for c in fn.calls}
+            for stmt, sites in stmts.items():
+                moves = [at[(s.line, s.col)] for s in sites if (s.line, s.col) in at]
+                if moves:
+                    out.setdefault(function_id, {}).setdefault(stmt, []).extend(moves)
+        rest = [f for f in batch if (f.function, f.loop.line) not in walked]
+        for function_id, indexes in sorted(batch_calls(graph, rest).items(), key=lambda kv: kv[0]):
             fn = graph.fn(function_id)
             for i, call in enumerate(fn.calls):
                 if (indexes is None or i in indexes) and batch_move(graph, function_id, fn, call):
-                    out.setdefault(function_id, {}).setdefault(call.stmt, []).append(call)
+                    moves = out.setdefault(function_id, {}).setdefault(call.stmt, [])
+                    if call not in moves:
+                        moves.append(call)
         for stmts in out.values():
             for moves in stmts.values():
                 moves.sort(key=lambda c: (c.line, c.col))
-        return Transfers(out, frozenset(batch_calls(graph, training)))
+        rest_training = [f for f in rest if not evaluates(graph.fn(f.function), graph)
+                         and not evaluated_by_callers(graph, f.function)]
+        return Transfers(out, frozenset(training | set(batch_calls(graph, rest_training))))

@@ -12,11 +12,15 @@ class DeviceTransfer(Pass):
     """Time the host-to-device copies of the batches with ``with ai.device.transfer:``.
 
     What it does:
-        In the batch loops (the ``loops`` analysis), in the project functions their body
-        calls (one level down: a ``train_step(batch)``, a ``to_device(batch)`` helper, not the
-        model) and in the functions that produce the batches (nanoGPT's ``get_batch()``),
-        each statement that moves data to an accelerator is wrapped in
-        ``with ai.device.transfer:``: ``data, target = data.to(device), target.to(device)``,
+        Each statement that moves a step's data to an accelerator is wrapped in
+        ``with ai.device.transfer:``. Which statements, batch provenance says (the
+        ``transfers`` analysis over ``batch_provenance``): the moves on the way from where the
+        data is drawn or read to what the step consumes, wherever they are (two calls below
+        the loop, in a producer or a generator, in a data set's ``__getitem__``), and not
+        the moves of anything else (a recurrent state the model makes, timesteps drawn in
+        the step). For a batch loop whose step provenance cannot walk, the moves in the loop,
+        in the project functions its body calls (one level down, not the model) and in the
+        batch producers count, as before: ``data, target = data.to(device), target.to(device)``,
         ``x = x.cuda(non_blocking=True)``, ``batch = {k: v.to(device) for k, v in
         batch.items()}``, ``x, y = x.pin_memory().to(device, non_blocking=True), ...``.
 
@@ -184,6 +188,25 @@ class DeviceTransfer(Pass):
                 Expect("info", "labels.cuda() not wrapped: the statement also calls model()", line=20),
             ),
         ),
+        Case(
+            # improved-diffusion's shape: the batch moves two calls below the loop, with a device
+            # a project function gives; the recurrent state a model makes is not the batch
+            "import torch\nfrom torch.utils.data import DataLoader\n\n\ndef dev():\n    return torch.device('cuda')\n\n\n"
+            "class Loop:\n    def __init__(self, model, opt, data):\n        self.model, self.opt, self.data = model, opt, data\n\n"
+            "    def forward_backward(self, batch):\n        hidden = self.model.init_hidden().cuda()\n"
+            "        micro = batch[0:2].to(dev())\n        self.model(micro, hidden).sum().backward()\n\n"
+            "    def run_step(self, batch):\n        self.forward_backward(batch)\n        self.opt.step()\n\n"
+            "    def run(self):\n        it = iter(DataLoader(self.data, batch_size=4))\n        for step in range(10):\n"
+            "            batch = next(it)\n            self.run_step(batch)\n",
+            "from dftracer.python import ai\nimport torch\nfrom torch.utils.data import DataLoader\n\n\ndef dev():\n"
+            "    return torch.device('cuda')\n\n\nclass Loop:\n    def __init__(self, model, opt, data):\n"
+            "        self.model, self.opt, self.data = model, opt, data\n\n    def forward_backward(self, batch):\n"
+            "        hidden = self.model.init_hidden().cuda()\n        with ai.device.transfer:\n"
+            "            micro = batch[0:2].to(dev())\n        self.model(micro, hidden).sum().backward()\n\n"
+            "    def run_step(self, batch):\n        self.forward_backward(batch)\n        self.opt.step()\n\n"
+            "    def run(self):\n        it = iter(DataLoader(self.data, batch_size=4))\n        for step in range(10):\n"
+            "            batch = next(it)\n            self.run_step(batch)\n",
+        ),
     ]
 
     def run(self, ctx) -> None:
@@ -198,7 +221,7 @@ class DeviceTransfer(Pass):
                     continue
                 shown = f"{call.callee}()"
                 everything = [i for i, c in enumerate(fn.calls) if c.stmt == stmt]
-                other = self._other_work(graph, function_id, fn, everything)
+                other = self._other_work(graph, function_id, fn, everything, moves)
                 why = f"{shown} not wrapped: the statement also calls {other}()" if other else None
                 why = why or (f"{shown} not wrapped: {reason}" if (reason := unwrappable(fs, fn, call)) else None)
                 if why:
@@ -209,11 +232,13 @@ class DeviceTransfer(Pass):
                                                   ctx.names(fs.relpath).node("device.transfer")))
 
     @staticmethod
-    def _other_work(graph, function_id: str, fn, indexes) -> str | None:
-        """A call in the statement that is not part of a copy: the model, a loss, a project function."""
+    def _other_work(graph, function_id: str, fn, indexes, moves=()) -> str | None:
+        """A call in the statement that is not part of a copy: the model, a loss, a project
+        function (not the one that gives the copy its device: ``x.to(dist_util.dev())``)."""
+        devices = {v for m in moves for v in (*m.args, *(v for k, v in m.keywords if k == "device")) if v}
         for i in indexes:
             call = fn.calls[i]
-            if moves_to_device(fn, call):
+            if moves_to_device(fn, call) or call.callee + "()" in devices:
                 continue
             if is_model_call(graph, function_id, i) or LOSS_NAME.search(call.method) or graph.targets(function_id, i):
                 return call.callee

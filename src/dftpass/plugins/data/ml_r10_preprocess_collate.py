@@ -55,7 +55,10 @@ class PreprocessCollate(Pass):
         ``ds.with_transform(fn)``) gets the decorator on its ``__call__`` or function.
         When ``self.transform`` holds only library code (a torchvision ``Compose`` passed
         in: the most common shape), the statement in ``__getitem__`` that calls it is
-        wrapped in ``with ai.data.preprocess:``.
+        wrapped in ``with ai.data.preprocess:``. Whatever their names, the project functions
+        a step's data passes through on its way from where it is read (batch provenance:
+        ``char_tensor(chunk)`` called per sample by a batch producer, ``mnist()`` scaling a
+        whole data set after reading it) are transforms too; the outermost one gets the region.
 
         *Collate.* The project function or class (its ``__call__``) given as
         ``collate_fn=`` (``DataLoader``) or ``data_collator=`` (transformers' ``Trainer``),
@@ -97,7 +100,7 @@ class PreprocessCollate(Pass):
     id = "ML-R10"
     title = "Preprocess and collate"
     kind = PassKind.TRANSFORM
-    requires = ("callgraph",)
+    requires = ("callgraph", "batch_provenance")
     after = ("ML-R9",)
     tags = ("data",)
 
@@ -200,6 +203,22 @@ class PreprocessCollate(Pass):
             "        return self.transform(x), i\n\n\n"
             "def build(files):\n    return Arrays(files, transform=RandomFlip())\n",
         ),
+        Case(
+            # a producer no name gives away calls a per-sample encoder (batch provenance): the
+            # encoder transforms what the step consumes, so it is the preprocessing
+            "import random\n\nimport torch\n\n\ndef read_corpus(path):\n    return open(path).read()\n\n\n"
+            "text = read_corpus('input.txt')\n\n\ndef encode(chunk):\n"
+            "    return torch.tensor([ord(c) for c in chunk])\n\n\ndef random_chunk(n):\n"
+            "    start = random.randint(0, len(text) - n - 1)\n    return encode(text[start:start + n])\n\n\n"
+            "def train(model, opt, inp):\n    model(inp.float()).sum().backward()\n    opt.step()\n\n\n"
+            "def main(model, opt):\n    for it in range(100):\n        train(model, opt, random_chunk(8))\n",
+            "from dftracer.python import ai\nimport random\n\nimport torch\n\n\ndef read_corpus(path):\n"
+            "    return open(path).read()\n\n\ntext = read_corpus('input.txt')\n\n\n@ai.data.preprocess\n"
+            "def encode(chunk):\n    return torch.tensor([ord(c) for c in chunk])\n\n\ndef random_chunk(n):\n"
+            "    start = random.randint(0, len(text) - n - 1)\n    return encode(text[start:start + n])\n\n\n"
+            "def train(model, opt, inp):\n    model(inp.float()).sum().backward()\n    opt.step()\n\n\n"
+            "def main(model, opt):\n    for it in range(100):\n        train(model, opt, random_chunk(8))\n",
+        ),
     ]
 
     def run(self, ctx) -> None:
@@ -244,6 +263,10 @@ class PreprocessCollate(Pass):
                 if call.method in TRANSFORM_METHODS and call.args and call.args[0]:
                     for t in self._transforms(function_id, call.args[0], call):
                         pre.setdefault(t, f"transform of {call.callee}()")
+        # project functions a step's data passes through that transform it (batch provenance:
+        # ``char_tensor(chunk)`` per sample in a producer, ``mnist()`` normalizing a data set)
+        for t, why in ctx.analysis("batch_provenance").transforms().items():
+            pre.setdefault(t, why)
         for t in collate:
             pre.pop(t, None)
         pre = {t: why for t, why in pre.items() if self._decoratable(t) and t not in readers}

@@ -147,7 +147,7 @@ class DataIO(Pass):
     id = "ML-R25"
     title = "Data I/O phases"
     kind = PassKind.TRANSFORM
-    requires = ("callgraph", "loops")
+    requires = ("callgraph", "loops", "batch_provenance")
     tags = ("data", "io")
     Options = DataIOOptions
 
@@ -340,6 +340,25 @@ class DataIO(Pass):
             "            return torchvision.io.read_image(f'{i}.png')\n",
             options={"image_size": False},
         ),
+        Case(
+            # the data the batches are cut from, read once before training (batch provenance):
+            # the read statement gets the region and its size; the 16-byte header read does not
+            "import gzip\n\nimport numpy as np\nimport torch\n\n\ndef parse(path):\n"
+            "    with gzip.open(path, 'rb') as fh:\n        header = fh.read(16)\n"
+            "        return np.frombuffer(fh.read(), dtype=np.uint8).copy()\n\n\n"
+            "def batches(data):\n    while True:\n        for i in range(0, len(data) - 8, 8):\n"
+            "            yield torch.from_numpy(data[i:i + 8])\n\n\n"
+            "def main(model, opt):\n    it = batches(parse('train.gz'))\n    for step in range(10):\n"
+            "        x = next(it)\n        model(x.float()).sum().backward()\n        opt.step()\n",
+            "from dftracer.python import ai\nimport gzip\n\nimport numpy as np\nimport torch\n\n\ndef parse(path):\n"
+            "    with gzip.open(path, 'rb') as fh:\n        header = fh.read(16)\n        with ai.data.io.read:\n"
+            "            _dft_read = np.frombuffer(fh.read(), dtype=np.uint8).copy()\n"
+            "            ai.data.io.read.update(image_size=_dft_read.nbytes)\n        return _dft_read\n\n\n"
+            "def batches(data):\n    while True:\n        for i in range(0, len(data) - 8, 8):\n"
+            "            yield torch.from_numpy(data[i:i + 8])\n\n\n"
+            "def main(model, opt):\n    it = batches(parse('train.gz'))\n    for step in range(10):\n"
+            "        x = next(it)\n        model(x.float()).sum().backward()\n        opt.step()\n",
+        ),
     ]
 
     def run(self, ctx) -> None:
@@ -355,6 +374,18 @@ class DataIO(Pass):
                 continue
             for region in _regions(graph, function_id, self.options.image_size):
                 self._emit(ctx, graph, function_id, region, why)
+        # the reads a step's batches are cut from, once (batch provenance): a corpus read with
+        # ``open().read()``, a whole data set read from a gzip file before training
+        for function_id, stmts in sorted(ctx.analysis("batch_provenance").loads().items()):
+            if function_id in path_functions or function_id in covered:
+                continue
+            fs, fn = graph.functions[function_id]
+            found = {r.path: r for r in _regions(graph, function_id, self.options.image_size)}
+            for path in sorted(stmts):
+                region = found.get(path) or _load_region(graph, function_id, path)
+                if region is not None:
+                    self._emit(ctx, graph, function_id, region,
+                               "reads the data the batches are cut from (batch provenance)")
 
     def _emit(self, ctx, graph, function_id: str, region: _Region, why: str) -> None:
         fs, fn = graph.functions[function_id]
@@ -371,7 +402,9 @@ class DataIO(Pass):
                     does_io(graph, t) or any(does_io(graph, r) for r in graph.reachable(t) if r in graph.functions)
                     for t in graph.targets(function_id, i)):
                 return
-        measure = self.options.image_size and region.op in ("read", "write")
+        # a size only where something holds the bytes and its type says how to measure them
+        measure = self.options.image_size and region.op in ("read", "write") and region.kind != "unknown" \
+            and bool(region.returned or region.holder)
         bind = READ_NAME if region.returned and measure else ""
         names = ctx.names(fs.relpath)
         node = f"data.io.{region.op}"
@@ -382,6 +415,42 @@ class DataIO(Pass):
         tail = (names.node_update(node, image_size=image_size(holder, kind, torch or "torch")),) if measure else ()
         ctx.add_edit(fs.relpath, WrapStmt(self.id, region.line, f"{region.what}: {why}", region.path,
                                           names.node(node), tail, bind))
+
+
+#: what the outermost call of a load statement returns, by qualified name -> image_size kind
+_LOAD_KINDS = {"numpy.array": "ndarray", "numpy.asarray": "ndarray", "numpy.frombuffer": "ndarray",
+               "numpy.fromfile": "ndarray", "numpy.load": "maybe_array", "torch.tensor": "tensor",
+               "torch.from_numpy": "tensor", "torch.load": "state"}
+#: a read of fewer bytes than this, given as a literal, is a header's (``fh.read(16)``), not data
+_HEADER_BYTES = 1024
+
+
+def _load_region(graph, function_id: str, path: StmtPath) -> _Region | None:
+    """A region for a statement batch provenance found reading the data in, where the shapes
+    ML-R25 knows do not say it (``file = unidecode(open(p).read())``, ``return
+    np.array(array.array('B', fh.read()))``): the statement is the read, and the size is that
+    of what it binds or returns when its outermost call says the type; otherwise no size."""
+    fs, fn = graph.functions[function_id]
+    calls = [c for c in fn.calls if c.stmt == path]
+    if not calls or any(unwrappable(fs, fn, c) for c in calls):
+        return None
+    reads = [c for c in calls if c.method in FILE_READS]
+    if reads and all(len(c.args) == 1 and (c.args[0] or "").isdigit() and int(c.args[0]) < _HEADER_BYTES
+                     for c in reads):
+        return None  # ``struct.unpack('>II', fh.read(8))``: a header
+    first = min(calls, key=lambda c: (c.line, c.col))
+    chain = call_chain(first.callee + "()")
+    qualified = graph.qualify(fs, chain[0]) if chain else ""
+    kind = _LOAD_KINDS.get(qualified)
+    if kind is None and first.method in FILE_READS or qualified in ("unidecode.unidecode", "str", "bytes"):
+        kind = "bytes"
+    if kind == "ndarray" and chain and chain[1] and not all(m in ARRAY_METHODS for m in chain[1]):
+        kind = None
+    if first.stmt_kind == "return":
+        return _Region(path, first.line, "read", f"{first.callee}()", None, kind or "unknown", returned=bool(kind))
+    assigned = [a for a in fn.assigns if a.stmt == path and _NAME.match(a.target)]
+    holder = assigned[0].target if len(assigned) == 1 and kind else None
+    return _Region(path, first.line, "read", f"{first.callee}()", holder, kind or "unknown")
 
 
 def _io_node(fs: FileSummary, text: str | None) -> bool:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dftpass.api import (
     calls_at, Case, does_step, Expect, Finding, function_region, has_region, InsertAfter, InsertBefore, is_node, Pass,
-    PassKind, Severity, sibling, WrapIter,
+    PassKind, Severity, sibling, WrapIter, WrapValue,
 )
 
 
@@ -25,7 +25,15 @@ class BatchLoop(Pass):
           named like one, or one that returns ``next(it)`` of a loader's iterator whatever its
           name: ``batch = loader.next()``): that function gets ``@ai.dataloader.fetch``;
         * it iterates a project generator that yields a loader's batches
-          (``for batch in loader.next():``): the generator's own loop is the one wrapped.
+          (``for batch in loader.next():``): the generator's own loop is the one wrapped;
+        * its step draws ``next(it)`` from a project generator in the middle of an expression
+          (``opt_state = update(i, opt_state, next(batches))``): the iterator is wrapped where
+          it is made, ``batches = ai.dataloader.fetch.iter(data_stream())``, so that every
+          ``next()`` is timed without splitting the statement.
+
+        When names say nothing (a producer called ``random_training_set``, a generator that
+        slices arrays in memory), batch provenance finds the producer by following what the
+        step consumes back to where it is drawn (the ``loops`` analysis).
 
         Where a loop runs a step (a backward pass, an optimizer step, a model call) on data
         whose fetch it cannot find, it says so and why, and places nothing: the batch comes
@@ -84,6 +92,14 @@ class BatchLoop(Pass):
             "import torch\n\n\ndef train(model, opt, batches):\n    for x, y in batches:\n"
             "        model(x).sum().backward()\n        opt.step()\n",
             findings=(Expect("warning", "batches is a parameter whose callers dftpass cannot follow", line=5),),
+        ),
+        Case(
+            # an attribute the class never sets (batch provenance looked at every method)
+            "import torch\n\n\nclass Trainer:\n    def __init__(self, model, opt):\n"
+            "        self.model, self.opt = model, opt\n\n    def fit(self):\n        for step in range(10):\n"
+            "            x = next(self.stream)\n            self.model(x).sum().backward()\n            self.opt.step()\n",
+            findings=(Expect("warning", "next(self.stream), and self.stream is never assigned in Trainer or its bases",
+                             line=9),),
         ),
         Case(
             "import torch\n\n\ndef train(model, opt, X):\n    for epoch in range(10):\n"
@@ -206,6 +222,37 @@ class BatchLoop(Pass):
             "    ai.dataloader.fetch.start()\n    X, Y = next(it)\n    ai.dataloader.fetch.stop()\n"
             "    model(X).sum().backward()\n",
         ),
+        Case(
+            # a generator of in-memory slices drawn with next() inside the step's call (jax's
+            # mnist_classifier shape): the iterator is wrapped where it is made
+            "import numpy as np\nimport torch\n\n\ndef stream(x, y):\n    while True:\n"
+            "        for i in range(0, len(x), 2):\n            yield x[i:i + 2], y[i:i + 2]\n\n\n"
+            "def update(model, opt, batch):\n    x, y = batch\n    ((model(x) - y) ** 2).mean().backward()\n"
+            "    opt.step()\n\n\ndef main(model, opt):\n    x, y = np.load('x.npy'), np.load('y.npy')\n"
+            "    batches = stream(x, y)\n    for step in range(10):\n        update(model, opt, next(batches))\n",
+            "from dftracer.python import ai\nimport numpy as np\nimport torch\n\n\ndef stream(x, y):\n"
+            "    while True:\n        for i in range(0, len(x), 2):\n            yield x[i:i + 2], y[i:i + 2]\n\n\n"
+            "def update(model, opt, batch):\n    x, y = batch\n    ((model(x) - y) ** 2).mean().backward()\n"
+            "    opt.step()\n\n\ndef main(model, opt):\n    x, y = np.load('x.npy'), np.load('y.npy')\n"
+            "    batches = ai.dataloader.fetch.iter(stream(x, y))\n    for step in range(10):\n"
+            "        update(model, opt, next(batches))\n",
+        ),
+        Case(
+            # a producer no name gives away (char-rnn's random_training_set): batch provenance
+            # walks the step's input back to it, and to the text it slices
+            "import random\n\nimport torch\n\n\ndef read_corpus(path):\n    return open(path).read()\n\n\n"
+            "text = read_corpus('input.txt')\n\n\ndef random_chunk(n):\n"
+            "    start = random.randint(0, len(text) - n - 1)\n"
+            "    return torch.tensor([ord(c) for c in text[start:start + n]])\n\n\n"
+            "def train(model, opt, inp):\n    model(inp.float()).sum().backward()\n    opt.step()\n\n\n"
+            "def main(model, opt):\n    for it in range(100):\n        train(model, opt, random_chunk(8))\n",
+            "from dftracer.python import ai\nimport random\n\nimport torch\n\n\ndef read_corpus(path):\n"
+            "    return open(path).read()\n\n\ntext = read_corpus('input.txt')\n\n\n@ai.dataloader.fetch\n"
+            "def random_chunk(n):\n    start = random.randint(0, len(text) - n - 1)\n"
+            "    return torch.tensor([ord(c) for c in text[start:start + n]])\n\n\n"
+            "def train(model, opt, inp):\n    model(inp.float()).sum().backward()\n    opt.step()\n\n\n"
+            "def main(model, opt):\n    for it in range(100):\n        train(model, opt, random_chunk(8))\n",
+        ),
     ]
 
     def run(self, ctx) -> None:
@@ -222,6 +269,9 @@ class BatchLoop(Pass):
             elif facts.style == "producer":
                 for p in facts.producers:
                     producers.setdefault(p, f"{fs.relpath}:{loop.line}")
+            elif facts.style == "made":
+                for function_id, stmt, line in facts.made:
+                    self._wrap_made(ctx, graph, function_id, stmt, line, facts)
             elif facts.wraps_iterable and not facts.wrapped_by:
                 # the tracing budget (--step-time) may leave out the loop body's event
                 body = names.iter_options(body=ctx.analysis("overhead").loop_body)
@@ -269,14 +319,31 @@ class BatchLoop(Pass):
                 continue
             if any(fn.yields):
                 continue  # a generator's loop: its consumer has the steps
-            why, severity = self._why_unfed(graph, function_id, fn, facts)
+            why, severity = self._why_unfed(graph, function_id, fn, facts, self._flow_breaks(loops, facts))
             ctx.report(Finding(self.id, f"no batch fetch placed for the step in the loop at line {facts.loop.line}: "
                                f"{why}", fs.relpath, facts.loop.line, facts.loop.col, severity))
 
     @staticmethod
-    def _why_unfed(graph, function_id: str, fn, facts) -> tuple[str, Severity]:
+    def _flow_breaks(loops, facts) -> list[str]:
+        """Where batch provenance's walk back from the loop's step stopped, and why."""
+        flow = loops.dataflow
+        if flow is None:
+            return []
+        fn = flow.graph.fn(facts.function)
+        inside = loops.loop_and_descendants(facts.function, facts.loop.index)
+        reasons = []
+        for index, receiver in loops.consumers(facts.function, inside):
+            call = fn.calls[index]
+            for b in flow.derive_call_args(facts.function, call.line, call.col, receiver).breaks:
+                if b.reason not in reasons:
+                    reasons.append(b.reason)
+        return reasons
+
+    @staticmethod
+    def _why_unfed(graph, function_id: str, fn, facts, breaks: list[str] = ()) -> tuple[str, Severity]:
         """The reason the loop's batch has no producer dftpass can follow, and how sure that is
-        a gap (a warning) rather than full-batch training (a note)."""
+        a gap (a warning) rather than full-batch training (a note). ``breaks``: where batch
+        provenance's walk stopped (the more precise reason, when one names the value)."""
         loop = facts.loop
 
         def known(text: str, origins: list[str]) -> str:
@@ -293,6 +360,9 @@ class BatchLoop(Pass):
                 return f"{text} is a parameter whose callers dftpass cannot follow"
             if assigned:
                 return f"{text} is built by {assigned[-1].replace('()', '(...)')}, a call dftpass cannot follow"
+            named = [b for b in breaks if b.startswith(f"{text} ")]
+            if named:
+                return named[0]
             return f"dftpass cannot tell what {text} holds"
 
         for n in loop.next_calls:
@@ -313,6 +383,17 @@ class BatchLoop(Pass):
                 return f"the loop iterates {subject}, and {held(subject)}", Severity.WARNING
         return ("no call in the loop fetches a batch that dftpass can see: full-batch training, or a batch "
                 "producer it does not know (rules.options.loops.batch_producer_pattern names more)", Severity.INFO)
+
+    def _wrap_made(self, ctx, graph, function_id: str, stmt, line: int, facts) -> None:
+        """``it = gen()`` -> ``it = ai.dataloader.fetch.iter(gen())``, unless it already is."""
+        fs, fn = graph.functions[function_id]
+        values = [a.value for a in fn.assigns if a.stmt == stmt and a.value]
+        if any(is_node(fs, v.removesuffix("()"), "dataloader.fetch", "iter") for v in values):
+            return
+        names = ctx.names(fs.relpath)
+        body = names.iter_options(body=ctx.analysis("overhead").loop_body)
+        ctx.add_edit(fs.relpath, WrapValue(self.id, line, f"batch loop at line {facts.loop.line}: {facts.reason}",
+                                           stmt, names.iter_callee("dataloader.fetch"), extra=body))
 
     def _start_stop(self, ctx, fs, fn, line: int, region) -> None:
         """``fetch.start()`` / ``.stop()`` around ``region`` (a statement), unless it already is."""
