@@ -107,11 +107,12 @@ def dftpass_knowledge() -> dict[str, list[str]]:
       error): ``framework_phases`` (method -> phase), ``checkpoint_functions`` (qualified
       call -> ``"save"`` | ``"load"``), ``checkpoint_methods`` and ``accelerator_methods``
       (method -> ``"save"`` | ``"load"``), ``checkpoint_objects`` (prefix of what builds the
-      receiver -> method -> ``"save"`` | ``"load"``), ``save_object`` (qualified save ->
+      receiver -> method -> ``"save"`` | ``"load"``), ``checkpoint_hooks`` (a method that
+      registers a function a save or load runs -> ``"save"`` | ``"load"``), ``save_object`` (qualified save ->
       ``[position, keyword]`` of the object saved), ``checkpoint_io_measure`` (qualified
       call -> how ML-R26 measures its object), ``collective_functions`` (module -> function
-      -> ``ai.comm`` node; a module matches its submodules), ``mpi_methods`` (communicator
-      method -> node); with the lists ``collective_nonblocking``, ``mpi_communicators``,
+      -> ``ai.comm`` node; a module matches its submodules), ``collective_objects`` (prefix of
+      what builds the receiver -> method -> node), ``mpi_methods`` (communicator method -> node); with the lists ``collective_nonblocking``, ``mpi_communicators``,
       ``mpi_derived_communicators`` and ``collective_waits``.
 
     dftpass's own facts are plugins/library.toml, served by the built-in plugin through this

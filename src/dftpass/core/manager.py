@@ -165,7 +165,7 @@ KNOWLEDGE_LISTS = ("module_bases", "module_base_prefixes", "module_call_methods"
                    "mpi_communicators", "mpi_derived_communicators", "collective_waits")
 KNOWLEDGE_TABLES = ("loader_names", "framework_phases", "checkpoint_functions", "checkpoint_objects", "checkpoint_methods",
                     "accelerator_methods", "save_object", "checkpoint_io_measure", "collective_functions",
-                    "mpi_methods")
+                    "collective_objects", "mpi_methods", "checkpoint_hooks")
 KNOWLEDGE_KINDS = KNOWLEDGE_LISTS + KNOWLEDGE_TABLES
 
 

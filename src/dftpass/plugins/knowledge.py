@@ -198,6 +198,8 @@ class Facts:
     checkpoint_functions: Mapping[str, str]
     checkpoint_objects: tuple[tuple[str, Mapping[str, str]], ...]
     checkpoint_methods: Mapping[str, str]
+    #: methods that register a function a save or load runs -> "save" | "load"
+    checkpoint_hooks: Mapping[str, str]
     accelerator_methods: Mapping[str, str]
     save_object: Mapping[str, tuple[int, str]]
     load_result: frozenset[str]
@@ -210,6 +212,8 @@ class Facts:
     builders: frozenset[str]
     #: module -> function -> ``ai.comm`` node; mpi4py's communicator methods -> node
     collective_functions: Mapping[str, Mapping[str, str]]
+    #: prefix of what builds a receiver -> method -> node (``accelerator.wait_for_everyone()``)
+    collective_objects: tuple[tuple[str, Mapping[str, str]], ...]
     mpi_methods: Mapping[str, str]
     collective_nonblocking: frozenset[str]
     mpi_communicators: frozenset[str]
@@ -236,6 +240,7 @@ class Facts:
             no_grad=frozenset(k["no_grad"]), loader_factories=frozenset(k["loader_factories"]),
             framework_phases=dict(k["framework_phases"]), checkpoint_functions=dict(k["checkpoint_functions"]),
             checkpoint_objects=objects, checkpoint_methods=dict(k["checkpoint_methods"]),
+            checkpoint_hooks=dict(k["checkpoint_hooks"]),
             accelerator_methods=dict(k["accelerator_methods"]),
             save_object={api: (int(at[0]), str(at[1])) for api, at in k["save_object"].items()},
             load_result=frozenset(k["load_result"]), checkpoint_io_measure=dict(k["checkpoint_io_measure"]),
@@ -244,12 +249,14 @@ class Facts:
                                             | set(k["checkpoint_methods"]) | set(k["accelerator_methods"])
                                             | {m for methods in k["checkpoint_objects"].values() for m in methods}),
             collective_functions={m: dict(ops) for m, ops in k["collective_functions"].items()},
+            collective_objects=tuple((prefix, dict(ops)) for prefix, ops in k["collective_objects"].items()),
             mpi_methods=dict(k["mpi_methods"]), collective_nonblocking=frozenset(k["collective_nonblocking"]),
             mpi_communicators=frozenset(k["mpi_communicators"]),
             mpi_derived_communicators=frozenset(k["mpi_derived_communicators"]),
             collective_waits=frozenset(k["collective_waits"]),
             collective_names=frozenset({n for ops in k["collective_functions"].values() for n in ops}
-                                       | set(k["mpi_methods"])),
+                                       | set(k["mpi_methods"])
+                                       | {n for ops in k["collective_objects"].values() for n in ops}),
             checkpoint_method_names=frozenset({*k["checkpoint_methods"], *k["accelerator_methods"],
                                                *k["load_state_methods"]} - {"save", "from_pretrained"}),
             checkpoint_function_tails=frozenset(".".join(q.rsplit(".", 2)[-2:]) for q in k["checkpoint_functions"]),
@@ -922,7 +929,7 @@ def _arg(call: CallSite, position: int, keyword: str) -> str | None:
     return dict(call.keywords).get(keyword)
 
 
-def _library_receiver(graph: CallGraph, fs: FileSummary, fn: FunctionSummary, receiver: str) -> list[str]:
+def library_receiver(graph: CallGraph, fs: FileSummary, fn: FunctionSummary, receiver: str) -> list[str]:
     """What builds the receiver, qualified: ``ckpt.save`` after ``ckpt = tf.train.Checkpoint(...)``
     -> ``tensorflow.train.Checkpoint()``; a chained ``tf.train.Checkpoint(m).save`` too."""
     if receiver.endswith("()"):
@@ -954,7 +961,7 @@ def checkpoint_call(graph: CallGraph, function_id: str, index: int,
     if not call.receiver:
         return None
     method = call.method
-    for built in _library_receiver(graph, fs, fn, call.receiver):
+    for built in library_receiver(graph, fs, fn, call.receiver):
         for prefix, methods in known.checkpoint_objects:
             if built.startswith(prefix) and method in methods:
                 return methods[method], f"{built.rstrip('()')}.{method}", True
@@ -1059,6 +1066,11 @@ def loads_state(graph: CallGraph, function_id: str, index: int, saver_classes: s
     return False
 
 
+#: the Hugging Face methods that write or read a model's weights in a folder (ML-R26 times them
+#: as the checkpoint's I/O, with the module's tensors as ``image_size``)
+PRETRAINED_IO = frozenset({"save_pretrained", "from_pretrained"})
+
+
 def checkpoint_ops(graph: CallGraph, function_id: str, saver_classes: set[str] | None = None,
                    names: frozenset[str] | None = None, loads: bool = True) -> list[CheckpointOp]:
     """The calls of a function that save or load model state (library calls; a project function
@@ -1085,8 +1097,13 @@ def checkpoint_ops(graph: CallGraph, function_id: str, saver_classes: set[str] |
                 continue
             exact = [a for a in fn.assigns if a.stmt == call.stmt and a.value == call.callee + "()"]
             obj = exact[0].target if len(exact) == 1 and len(call.assigned_to) == 1 else None
+        measure = known.checkpoint_io_measure.get(api)
+        if measure is None and call.method in PRETRAINED_IO:
+            # ``model.save_pretrained(d)`` / ``m = Model.from_pretrained(d)``: the module's tensors
+            measure = "module"
+            obj = call.receiver if kind_ == "save" else (call.assigned_to[0] if len(call.assigned_to) == 1 else None)
         shown = call.callee if api.startswith(("keras.Model", "accelerate.")) or "." not in api else api
-        out.append(CheckpointOp(i, kind_, shown, inline, known.checkpoint_io_measure.get(api), obj))
+        out.append(CheckpointOp(i, kind_, shown, inline, measure, obj))
     return out
 
 
@@ -1212,6 +1229,7 @@ def checkpoint_plan(graph: CallGraph) -> CheckpointPlan:
         if len(kinds) != 1 or function_id in entries or checkpoint_function(graph, function_id, found):
             continue
         candidates[CHECKPOINT_NODES[kinds.pop()]].add(function_id)
+    folded = _fold_helpers(graph, plan, candidates, entries)
     marked: dict[str, set[str]] = {}
     inside: dict[str, set[str]] = {}  # functions that run inside a region of the node
     for node, cands in candidates.items():
@@ -1231,7 +1249,7 @@ def checkpoint_plan(graph: CallGraph) -> CheckpointPlan:
     for function_id, found in plan.ops.items():
         for op in found:
             node = CHECKPOINT_NODES[op.kind]
-            if function_id in inside[node]:
+            if function_id in inside[node] or folded.get(function_id) == node:
                 plan.covered[(function_id, op.index)] = node
     for function_id, found in sorted(plan.ops.items()):
         _plan_spans(graph, plan, function_id, [op for op in found if (function_id, op.index) not in plan.covered],
@@ -1257,6 +1275,59 @@ def checkpoint_plan(graph: CallGraph) -> CheckpointPlan:
                 break
     _plan_inits(graph, plan, marked, annotated)
     return plan
+
+
+def _fold_helpers(graph: CallGraph, plan: CheckpointPlan, candidates: dict[str, set[str]],
+                  entries: set[str]) -> dict[str, str]:
+    """Helpers whose checkpoint is their callers': a function a save or load runs as a hook
+    (``accelerator.register_save_state_pre_hook(save_model_hook)``), a load helper that returns what it read
+    (``return th.load(io.BytesIO(data))``, improved-diffusion's ``load_state_dict``: the
+    restart is where the caller hands the state to the model or the optimizer), and a
+    function defined inside the one that calls it (``save.<locals>.save_checkpoint``: one
+    checkpoint, decided by ``save``). Their calls become checkpoint calls of the callers, and
+    their own calls the checkpoint's I/O inside the callers' regions: helper id -> node."""
+    folded: dict[str, str] = {}
+    # functions a save or load runs as a hook: inside that checkpoint's region
+    hooks = facts(graph).checkpoint_hooks
+    for caller, (fs, fn) in graph.functions.items():
+        for call in fn.calls:
+            if call.method in hooks and call.args and call.args[0] and graph.values is not None:
+                for origin in graph.values.of(caller, call.args[0]):
+                    target = origin.split(":", 1)[1] if origin.startswith("func:") else None
+                    if target in plan.ops:
+                        node = CHECKPOINT_NODES[hooks[call.method]]
+                        candidates[node].discard(target)
+                        folded[target] = node
+    for function_id, ops in sorted(plan.ops.items()):
+        if function_id in folded:
+            continue
+        kinds = {op.kind for op in ops}
+        sites = list(graph.call_sites_of(function_id))
+        if len(kinds) != 1 or not sites or function_id in entries:
+            continue
+        kind = kinds.pop()
+        fn = graph.fn(function_id)
+        enclosing = graph.enclosing_function(function_id)
+        nested = enclosing is not None and all(caller == enclosing for caller, _ in sites)
+        returns_load = kind == "load" and any(
+            fn.calls[op.index].stmt_kind == "return" or (op.obj and op.obj in fn.returns) for op in ops)
+        if not (nested or returns_load):
+            continue
+        node = CHECKPOINT_NODES[kind]
+        candidates[node].discard(function_id)
+        folded[function_id] = node
+        for caller, site in sites:
+            cfn = graph.fn(caller)
+            index = next(i for i, c in enumerate(cfn.calls) if c is site or c == site)
+            obj = site.assigned_to[0] if len(site.assigned_to) == 1 else None
+            ops_of = plan.ops.setdefault(caller, [])
+            if all(op.index != index for op in ops_of):
+                ops_of.append(CheckpointOp(index, kind, f"{fn.name}()", True, None, obj))
+                ops_of.sort(key=lambda op: op.index)
+            caller_kinds = {op.kind for op in ops_of}
+            if len(caller_kinds) == 1 and caller not in entries and not checkpoint_function(graph, caller, ops_of):
+                candidates[node].add(caller)
+    return folded
 
 
 def _block_index(path: StmtPath, block: StmtPath, field: str) -> int | None:
@@ -1428,8 +1499,10 @@ def _plan_inits(graph: CallGraph, plan: CheckpointPlan, marked: dict[str, set[st
     subclasses' constructors run gives the region to those; of the other constructors that run
     one another (a subclass's ``super().__init__()``) only the innermost: the node is not
     re-entrant."""
-    saves = marked[CHECKPOINT_NODES["save"]] | annotated[CHECKPOINT_NODES["save"]]
-    loads = marked[CHECKPOINT_NODES["load"]] | annotated[CHECKPOINT_NODES["load"]]
+    # a statement region counts like a function's (a second run sees it as annotated)
+    spans = {node: {span.function for span in plan.spans if span.node == node} for node in CHECKPOINT_NODES.values()}
+    saves = marked[CHECKPOINT_NODES["save"]] | annotated[CHECKPOINT_NODES["save"]] | spans[CHECKPOINT_NODES["save"]]
+    loads = marked[CHECKPOINT_NODES["load"]] | annotated[CHECKPOINT_NODES["load"]] | spans[CHECKPOINT_NODES["load"]]
     found: dict[str, str] = {}
     constructs: dict[str, set[str]] = {}  # constructor -> the classes whose construction starts there
     owners = {graph.class_of_method(f) for f in saves | loads} - {None}

@@ -18,7 +18,7 @@ from dftpass.core.callgraph import CallGraph
 from dftpass.core.passes import Pass, PassKind
 from dftpass.core.summary import CallSite
 from dftpass.core.values import kind, subject
-from dftpass.plugins.knowledge import Facts, facts
+from dftpass.plugins.knowledge import Facts, facts, library_receiver
 
 #: a receiver that reads like a communicator (only to explain why a call was left alone)
 COMM_NAME = re.compile(r"(?i)(^|_)comm(unicator)?(_\w+)?$")
@@ -75,6 +75,11 @@ def collective(graph, function_id: str, call: CallSite) -> Collective | None:
                 return Collective(ops[base], library, True)
     if call.method in known.mpi_methods and call.receiver and _mpi_receiver(graph, function_id, fs, call.receiver):
         return Collective(known.mpi_methods[call.method], "mpi4py", call.method in known.collective_nonblocking)
+    if call.receiver and any(call.method in ops for _, ops in known.collective_objects):
+        for built in library_receiver(graph, fs, fn, call.receiver):
+            for prefix, ops in known.collective_objects:
+                if built.startswith(prefix) and call.method in ops:
+                    return Collective(ops[call.method], prefix.split(".")[0], False)
     return None
 
 

@@ -87,7 +87,9 @@ class FrameworksAnalysis(Pass):
         for fw, prefixes in ctx.manager.framework_markers().items():
             markers.setdefault(fw, []).extend(prefixes)
         # a library whose collectives a plugin teaches (``collective_functions``) is distributed
-        distributed = tuple(dict.fromkeys([*_DISTRIBUTED, *ctx.manager.knowledge["collective_functions"]]))
+        # and so is one whose objects run them (``collective_objects``: Accelerate)
+        objects = [prefix.split("(")[0].rsplit(".", 1)[0] for prefix in ctx.manager.knowledge["collective_objects"]]
+        distributed = tuple(dict.fromkeys([*_DISTRIBUTED, *ctx.manager.knowledge["collective_functions"], *objects]))
         det = Detection()
 
         def seen(name: str, where: str) -> None:

@@ -348,6 +348,48 @@ class CheckpointRegions(Pass):
             '        for images, target in train_loader:\n            loss = model(images).loss(target)\n'
             '            optimizer.zero_grad()\n            loss.backward()\n            optimizer.step()\n',
         ),
+        Case(
+            # a load helper that returns what it read (improved-diffusion's dist_util.load_state_dict):
+            # the restart is where its callers hand the state over; a function defined inside the one
+            # that saves (save_one in save) is part of that checkpoint; the class saves and loads: init
+            'import io\n\nimport torch\n\n\ndef load_state(path):\n    with open(path, "rb") as f:\n'
+            '        data = f.read()\n    return torch.load(io.BytesIO(data))\n\n\nclass Trainer:\n'
+            '    def __init__(self, model, opt, resume):\n        self.model, self.opt = model, opt\n'
+            '        if resume:\n            self.model.load_state_dict(load_state(resume))\n'
+            '            self.opt.load_state_dict(load_state(resume + ".opt"))\n\n    def save(self, path):\n'
+            '        def save_one(obj, name):\n            torch.save(obj.state_dict(), path + name)\n\n'
+            '        save_one(self.model, ".model")\n        if torch.distributed.get_rank() == 0:\n'
+            '            save_one(self.opt, ".opt")\n',
+            'from dftracer.python import ai\nimport io\n\nimport torch\n\n\ndef load_state(path):\n'
+            '    with open(path, "rb") as f:\n        data = f.read()\n'
+            '    return torch.load(io.BytesIO(data))\n\n\nclass Trainer:\n    @ai.checkpoint.init\n'
+            '    def __init__(self, model, opt, resume):\n        self.model, self.opt = model, opt\n'
+            '        if resume:\n            ai.checkpoint.restart.start()\n'
+            '            self.model.load_state_dict(load_state(resume))\n'
+            '            self.opt.load_state_dict(load_state(resume + ".opt"))\n'
+            '            ai.checkpoint.restart.stop()\n\n    @ai.checkpoint.capture\n'
+            '    def save(self, path):\n        def save_one(obj, name):\n'
+            '            torch.save(obj.state_dict(), path + name)\n\n        save_one(self.model, ".model")\n'
+            '        if torch.distributed.get_rank() == 0:\n            save_one(self.opt, ".opt")\n',
+        ),
+        Case(
+            # a function a save runs as a hook (Accelerate's save_state pre-hook) is part of that
+            # checkpoint: the capture goes around save_state, never on the hook (the node would nest)
+            'import torch\nfrom accelerate import Accelerator\n\n\ndef main(model, loader, opt):\n'
+            '    accelerator = Accelerator()\n\n    def save_hook(models, weights, output_dir):\n'
+            '        for m in models:\n            m.save_pretrained(output_dir)\n            weights.pop()\n\n'
+            '    accelerator.register_save_state_pre_hook(save_hook)\n'
+            '    for step, batch in enumerate(loader):\n        model(batch).backward()\n        opt.step()\n'
+            '        if step % 100 == 0:\n            accelerator.save_state(f"ckpt-{step}")\n',
+            'from dftracer.python import ai\nimport torch\nfrom accelerate import Accelerator\n\n\n'
+            'def main(model, loader, opt):\n    accelerator = Accelerator()\n\n'
+            '    def save_hook(models, weights, output_dir):\n        for m in models:\n'
+            '            m.save_pretrained(output_dir)\n            weights.pop()\n\n'
+            '    accelerator.register_save_state_pre_hook(save_hook)\n'
+            '    for step, batch in enumerate(loader):\n        model(batch).backward()\n        opt.step()\n'
+            '        if step % 100 == 0:\n            ai.checkpoint.capture.start()\n'
+            '            accelerator.save_state(f"ckpt-{step}")\n            ai.checkpoint.capture.stop()\n',
+        ),
     ]
 
     def run(self, ctx) -> None:

@@ -197,6 +197,48 @@ class CheckpointIO(Pass):
             '    with ai.checkpoint.io.write:\n        torch.save(optimizer.state_dict(), path + ".optim")\n'
             '        ai.checkpoint.io.write.update(image_size=sum(t.element_size() * t.nelement() for t in torch.utils._pytree.tree_flatten(list(optimizer.state.values()))[0] if torch.is_tensor(t)) if isinstance(optimizer, torch.optim.Optimizer) else -1)\n',
         ),
+        Case(
+            # the reads and writes of helpers folded into their callers' checkpoint regions: a returned
+            # load is named inside its region and returned after it
+            'import io\n\nimport torch\n\n\ndef load_state(path):\n    with open(path, "rb") as f:\n'
+            '        data = f.read()\n    return torch.load(io.BytesIO(data))\n\n\nclass Trainer:\n'
+            '    def __init__(self, model, opt, resume):\n        self.model, self.opt = model, opt\n'
+            '        if resume:\n            self.model.load_state_dict(load_state(resume))\n'
+            '            self.opt.load_state_dict(load_state(resume + ".opt"))\n\n    def save(self, path):\n'
+            '        def save_one(obj, name):\n            torch.save(obj.state_dict(), path + name)\n\n'
+            '        save_one(self.model, ".model")\n        if torch.distributed.get_rank() == 0:\n'
+            '            save_one(self.opt, ".opt")\n',
+            'from dftracer.python import ai\nimport io\n\nimport torch\n\n\ndef load_state(path):\n'
+            '    with open(path, "rb") as f:\n        data = f.read()\n    with ai.checkpoint.io.read:\n'
+            '        _dft_read = torch.load(io.BytesIO(data))\n'
+            '        ai.checkpoint.io.read.update(image_size=sum(t.element_size() * t.nelement() for t in torch.utils._pytree.tree_flatten(_dft_read)[0] if torch.is_tensor(t)))\n'
+            '    return _dft_read\n\n\nclass Trainer:\n    def __init__(self, model, opt, resume):\n'
+            '        self.model, self.opt = model, opt\n        if resume:\n'
+            '            self.model.load_state_dict(load_state(resume))\n'
+            '            self.opt.load_state_dict(load_state(resume + ".opt"))\n\n    def save(self, path):\n'
+            '        def save_one(obj, name):\n            with ai.checkpoint.io.write:\n'
+            '                torch.save(obj.state_dict(), path + name)\n'
+            '                ai.checkpoint.io.write.update(image_size=sum(t.element_size() * t.nelement() for t in [*obj.parameters(), *obj.buffers()]) if isinstance(obj, torch.nn.Module) else -1)\n'
+            '\n        save_one(self.model, ".model")\n        if torch.distributed.get_rank() == 0:\n'
+            '            save_one(self.opt, ".opt")\n',
+        ),
+        Case(
+            # the hook's save_pretrained is the checkpoint's write, with the module's tensors as its size
+            'import torch\nfrom accelerate import Accelerator\n\n\ndef main(model, loader, opt):\n'
+            '    accelerator = Accelerator()\n\n    def save_hook(models, weights, output_dir):\n'
+            '        for m in models:\n            m.save_pretrained(output_dir)\n            weights.pop()\n\n'
+            '    accelerator.register_save_state_pre_hook(save_hook)\n'
+            '    for step, batch in enumerate(loader):\n        model(batch).backward()\n        opt.step()\n'
+            '        if step % 100 == 0:\n            accelerator.save_state(f"ckpt-{step}")\n',
+            'from dftracer.python import ai\nimport torch\nfrom accelerate import Accelerator\n\n\n'
+            'def main(model, loader, opt):\n    accelerator = Accelerator()\n\n'
+            '    def save_hook(models, weights, output_dir):\n        for m in models:\n'
+            '            with ai.checkpoint.io.write:\n                m.save_pretrained(output_dir)\n'
+            '                ai.checkpoint.io.write.update(image_size=sum(t.element_size() * t.nelement() for t in [*m.parameters(), *m.buffers()]) if isinstance(m, torch.nn.Module) else -1)\n'
+            '            weights.pop()\n\n    accelerator.register_save_state_pre_hook(save_hook)\n'
+            '    for step, batch in enumerate(loader):\n        model(batch).backward()\n        opt.step()\n'
+            '        if step % 100 == 0:\n            accelerator.save_state(f"ckpt-{step}")\n',
+        ),
     ]
 
     def run(self, ctx) -> None:
@@ -212,9 +254,13 @@ class CheckpointIO(Pass):
             if any(is_node(fs, w, io) for w in call.withs):
                 continue
             why_not = unwrappable(fs, fn, call)
+            # ``return th.load(...)`` (a load helper): named inside the region, returned after it
+            returned = op.kind == "load" and call.stmt_kind == "return" and call.callee + "()" in fn.returns
+            if returned:
+                op = op._replace(obj=LOADED_NAME)
             if why_not is None and op.kind == "load" and op.obj is None:
                 why_not = "what it reads is not bound to a name (the statement also uses it)"
-            if why_not is None and call.stmt_kind not in ("expr", "assign"):
+            if why_not is None and call.stmt_kind not in ("expr", "assign") and not returned:
                 why_not = "it is part of a larger statement"
             if why_not:
                 ctx.report(Finding(self.id, f"{op.api}() gets no {io} region: {why_not}", fs.relpath, call.line,
@@ -228,7 +274,8 @@ class CheckpointIO(Pass):
                                    call.line, severity=Severity.INFO))
             why = f"{'writes' if op.kind == 'save' else 'reads'} the checkpoint ({op.api}) inside {node}"
             ctx.add_edit(fs.relpath, WrapStmt(self.id, call.line, why, call.stmt, names.node(io),
-                                              tail=(names.node_update(io, image_size=size),)))
+                                              tail=(names.node_update(io, image_size=size),),
+                                              bind=LOADED_NAME if returned else ""))
 
     @staticmethod
     def _size(graph, function_id: str, call, op) -> tuple[str, str | None]:
@@ -242,6 +289,10 @@ class CheckpointIO(Pass):
         torch = torch_name(fs, call.callee)
         if torch is None:
             return image_size("", "unknown"), "the file has no name for torch"
+        if op.measure == "module":  # save_pretrained / from_pretrained: the module's tensors
+            if _plain(obj):
+                return image_size(obj, "module", torch=torch), None
+            return image_size("", "unknown"), "the model is an expression"
         owner = obj[:-len(".state_dict()")] if obj.endswith(".state_dict()") else ""
         if _plain(owner):
             # ``torch.save(model.state_dict(), f)``: the model's parameters and buffers, the
@@ -254,6 +305,11 @@ class CheckpointIO(Pass):
         if op.kind == "save" and (model_classes(graph, function_id, obj) or MODEL_NAME.search(obj.rsplit(".", 1)[-1])):
             return image_size(obj, "module", torch=torch), None  # a whole model
         return image_size(obj, "state", torch=torch), None
+
+
+#: the name a returned checkpoint load is bound to inside its region (``strip`` gives the
+#: ``return`` back)
+LOADED_NAME = "_dft_read"
 
 
 def _plain(text: str) -> bool:

@@ -170,6 +170,36 @@ class ForwardBackward(Pass):
             "def train(loader):\n    framework = Framework()\n"
             "    for batch in torch.utils.data.DataLoader(loader):\n        framework.compute(batch, 0.01)\n",
         ),
+        Case(
+            # the model a training step calls is the program's, though another module builds it as a part
+            # (a library-shaped project): of a wrapper and what it wraps, the wrapper's forward; an
+            # abstract forward (nothing runs there) gets nothing
+            'import abc\n\nimport torch\nfrom torch import nn\n\n\nclass Net(nn.Module):\n'
+            '    def forward(self, x):\n        return x * 2\n\n\nclass Wrapper(nn.Module):\n'
+            '    def __init__(self, net):\n        super().__init__()\n        self.net = net\n\n'
+            '    def forward(self, x):\n        return self.net(x).sum()\n\n\nclass Ensemble(nn.Module):\n'
+            '    def __init__(self):\n        super().__init__()\n'
+            '        self.members = nn.ModuleList([Wrapper(Net()), Wrapper(Net())])\n\n\n'
+            'class Block(nn.Module):\n    @abc.abstractmethod\n    def forward(self, x):\n'
+            '        """Apply the block."""\n\n\nclass Res(Block):\n    def forward(self, x):\n'
+            '        return x + 1\n\n\ndef train(opt, loader):\n    model = Net()\n    model = Wrapper(model)\n'
+            '    for x in loader:\n        model(x).backward()\n        opt.step()\n\n\n'
+            'def evaluate(loader, kind):\n    block = Res() if kind else Block()\n    for x in loader:\n'
+            '        block(x)\n',
+            'from dftracer.python import ai\nimport abc\n\nimport torch\nfrom torch import nn\n\n\n'
+            'class Net(nn.Module):\n    def forward(self, x):\n        return x * 2\n\n\n'
+            'class Wrapper(nn.Module):\n    def __init__(self, net):\n        super().__init__()\n'
+            '        self.net = net\n\n    @ai.compute.forward\n    def forward(self, x):\n'
+            '        return self.net(x).sum()\n\n\nclass Ensemble(nn.Module):\n    def __init__(self):\n'
+            '        super().__init__()\n'
+            '        self.members = nn.ModuleList([Wrapper(Net()), Wrapper(Net())])\n\n\n'
+            'class Block(nn.Module):\n    @abc.abstractmethod\n    def forward(self, x):\n'
+            '        """Apply the block."""\n\n\nclass Res(Block):\n    @ai.compute.forward\n'
+            '    def forward(self, x):\n        return x + 1\n\n\ndef train(opt, loader):\n    model = Net()\n'
+            '    model = Wrapper(model)\n    for x in loader:\n        with ai.compute.backward:\n'
+            '            model(x).backward()\n        opt.step()\n\n\ndef evaluate(loader, kind):\n'
+            '    block = Res() if kind else Block()\n    for x in loader:\n        block(x)\n',
+        ),
     ]
 
     def run(self, ctx) -> None:
@@ -205,6 +235,12 @@ class ForwardBackward(Pass):
                 continue
             candidates = model_classes(graph, function_id, call.callee)
             found = {c for c in candidates if is_top_level_model(graph, c)}
+            if candidates and not found and _called_by_step(graph, function_id):
+                # the model a training step calls is the program's top-level model, whatever
+                # other classes of a library-shaped project build it as a part; of a wrapper and
+                # what it wraps (``model = AutoregressiveWrapper(TransformerWrapper(...))``), the
+                # wrapper is what the call runs
+                found = _outermost(graph, candidates)
             factory = built_by_factory(graph, function_id, call.callee)
             if candidates and not found and not factory:
                 continue  # a submodule called by its model
@@ -242,12 +278,16 @@ class ForwardBackward(Pass):
                 tops = []
             for class_id in tops:
                 decorate.setdefault(class_id, f"forward of model {graph.classes[class_id][1].name}")
+        forwards = {c: _forward_id(graph, c) for c in decorate}
         for class_id, why in sorted(decorate.items()):
             fs, cs = graph.classes[class_id]
             method = _forward_method(graph, class_id)
             fn = fs.function(cs.methods[method]) if method else None
-            if fn is None:
-                continue
+            if fn is None or _abstract(fn):
+                continue  # ``@abstractmethod def forward(...): ...``: nothing runs there
+            own = forwards[class_id]
+            if own and any(other and other != own and other in graph.reachable(own) for other in forwards.values()):
+                continue  # ``return super().forward(x)``: the base's region times it; one would nest
             if has_region(fs, fn, "compute.forward"):
                 continue
             ctx.add_edit(fs.relpath, function_region(ctx.names(fs.relpath), fn, "compute.forward", self.id, why))
@@ -315,6 +355,34 @@ class ForwardBackward(Pass):
             if any(has_region(fs, fn, n) for n in ("compute", "compute.forward", "compute.backward")):
                 continue
             ctx.add_edit(fs.relpath, function_region(ctx.names(fs.relpath), fn, "compute", self.id, why))
+
+
+def _called_by_step(graph, function_id: str) -> bool:
+    """The function is not a model's method (its model calls are the program's, not a part's)."""
+    owner = graph.class_of_method(function_id)
+    return owner is None or not graph.is_module_class(owner)
+
+
+def _outermost(graph, classes: set[str]) -> set[str]:
+    """The classes whose forward no other one's forward runs."""
+    forwards = {c: _forward_id(graph, c) for c in classes}
+    return {c for c, own in forwards.items()
+            if own and not any(o and o != own and own in graph.reachable(o) for o in forwards.values())}
+
+
+def _forward_id(graph, class_id: str) -> str | None:
+    fs, cs = graph.classes[class_id]
+    method = _forward_method(graph, class_id)
+    return f"{fs.relpath}::{cs.methods[method]}" if method else None
+
+
+def _abstract(fn) -> bool:
+    """A method with nothing to run: ``@abstractmethod``, or a body that is only a docstring,
+    ``pass``/``...`` or ``raise NotImplementedError``."""
+    if any(d.rsplit(".", 1)[-1] == "abstractmethod" for d in fn.decorators):
+        return True
+    body = fn.n_stmts - (1 if fn.has_docstring else 0)
+    return body <= 1 and not fn.returns and all(c.callee == "NotImplementedError" for c in fn.calls)
 
 
 def _in_simple_statement(graph, function_id: str, call) -> bool:

@@ -207,6 +207,13 @@ class Collectives(Pass):
                 Expect("info", "also calls mean_over_ranks(), which runs its own all_reduce", line=12),
             ),
         ),
+        Case(
+            # Accelerate: the barrier is a method of the Accelerator object
+            "from accelerate import Accelerator\n\n\ndef main():\n    accelerator = Accelerator()\n"
+            "    accelerator.wait_for_everyone()\n",
+            "from dftracer.python import ai\nfrom accelerate import Accelerator\n\n\ndef main():\n"
+            "    accelerator = Accelerator()\n    with ai.comm.barrier:\n        accelerator.wait_for_everyone()\n",
+        ),
     ]
 
     def run(self, ctx) -> None:

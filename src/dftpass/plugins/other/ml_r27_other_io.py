@@ -36,6 +36,8 @@ WRITES: dict[str, tuple[int | None, int | None]] = {
     "toml.dump": (1, None),
     "omegaconf.OmegaConf.save": (None, None),
     "numpy.savetxt": (None, 1),
+    # sample images written during training (GAN and diffusion programs): the file argument
+    "torchvision.utils.save_image": (1, None),
 }
 #: DataFrame/Series methods that write a file when given a path
 FRAME_WRITES = frozenset({"to_csv", "to_json", "to_parquet"})
@@ -226,6 +228,14 @@ class OtherIO(Pass):
             "            ai.other.io.write.update(image_size=curve.nbytes if isinstance(getattr(curve, \"nbytes\", "
             "None), int) else len(curve) if isinstance(curve, (bytes, bytearray, str)) else -1)\n"
             "    with ai.other.log:\n        tb.flush()\n",
+        ),
+        Case(
+            # sample images written after training (a GAN's save_image)
+            "import torch\nfrom torchvision.utils import save_image\n\n\ndef finish(generator, z):\n"
+            "    images = generator(z)\n    save_image(images, 'samples.png', nrow=5)\n",
+            "from dftracer.python import ai\nimport torch\nfrom torchvision.utils import save_image\n\n\n"
+            "def finish(generator, z):\n    images = generator(z)\n    with ai.other.io.write:\n"
+            "        save_image(images, 'samples.png', nrow=5)\n",
         ),
     ]
 

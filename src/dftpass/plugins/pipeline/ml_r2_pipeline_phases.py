@@ -30,7 +30,9 @@ class PipelinePhases(Pass):
         with no batch loop whose loop calls an optimizer step itself (full-batch training:
         ``for i in range(steps): optimizer.step(closure)`` with LBFGS) is a *train* phase too,
         and a ``with torch.no_grad():`` block directly in that loop that calls the model (the
-        prediction after each step) gets ``with ai.pipeline.evaluate:`` around it.
+        prediction after each step) gets ``with ai.pipeline.evaluate:`` around it; so does such
+        a block in a training batch loop (also under an ``if``) right after ``model.eval()``:
+        the evaluation every k steps.
 
     Why:
         Phase events split the timeline into training and evaluation, so time can be
@@ -132,6 +134,29 @@ class PipelinePhases(Pass):
             "        framework.compute(batch)\n\n\n@ai.pipeline.train\ndef _train(framework, train_loader):\n"
             "    for batch in train_loader:\n        framework.compute(batch)\n",
         ),
+        Case(
+            # x-transformers' shape: every k steps the model goes in eval mode and runs on a batch
+            # of the validation split under no_grad, inside the training loop
+            "import torch\n\n\ndef fit(model, loader, val_batches, opt):\n    for i, (x, y) in enumerate(loader):\n"
+            "        model(x, y).backward()\n        opt.step()\n        if i % 10 == 0:\n            model.eval()\n"
+            "            with torch.no_grad():\n                print(model(*next(val_batches)))\n"
+            "            model.train()\n",
+            "from dftracer.python import ai\nimport torch\n\n\n@ai.pipeline.train\n"
+            "def fit(model, loader, val_batches, opt):\n    for i, (x, y) in enumerate(loader):\n"
+            "        model(x, y).backward()\n        opt.step()\n        if i % 10 == 0:\n            model.eval()\n"
+            "            with ai.pipeline.evaluate:\n                with torch.no_grad():\n"
+            "                    print(model(*next(val_batches)))\n            model.train()\n",
+        ),
+        Case(
+            # a loader over the split a data set builds with train=False (torchvision's test set)
+            "import torch\nfrom torch.utils.data import DataLoader\nfrom torchvision import datasets\n\n\n"
+            "def main(model):\n    loader = DataLoader(datasets.MNIST('data', train=False), batch_size=64)\n"
+            "    model.eval()\n    with torch.no_grad():\n        for x, y in loader:\n            model(x)\n",
+            "from dftracer.python import ai\nimport torch\nfrom torch.utils.data import DataLoader\n"
+            "from torchvision import datasets\n\n\n@ai.pipeline.test\ndef main(model):\n"
+            "    loader = DataLoader(datasets.MNIST('data', train=False), batch_size=64)\n    model.eval()\n"
+            "    with torch.no_grad():\n        for x, y in loader:\n            model(x)\n",
+        ),
     ]
 
     def run(self, ctx) -> None:
@@ -146,6 +171,9 @@ class PipelinePhases(Pass):
             if found is None:
                 continue
             fs, fn = graph.functions[function_id]
+            if found[0] == "pipeline.train":
+                for facts in batch:
+                    self._predictions(ctx, graph, loops, function_id, facts.loop.index, after_eval=True)
             if fn.is_module:
                 self._module_level(ctx, fs, fn, batch, *found)
             else:
@@ -171,15 +199,28 @@ class PipelinePhases(Pass):
             names = ctx.names(fs.relpath)
             ctx.add_edit(fs.relpath, function_region(names, fn, phase, self.id, f"{phase.split('.')[1]} phase: {why}"))
 
-    def _predictions(self, ctx, graph, loops, function_id: str, loop_index: int) -> None:
+    def _predictions(self, ctx, graph, loops, function_id: str, loop_index: int, after_eval: bool = False) -> None:
         """In a full-batch training loop, a ``with torch.no_grad():`` block directly in the
         loop's body that calls the model is the evaluation of that step (time_sequence_prediction's
-        prediction after each LBFGS step): ``with ai.pipeline.evaluate:`` around it."""
+        prediction after each LBFGS step): ``with ai.pipeline.evaluate:`` around it. In a batch
+        loop that trains (``after_eval``), such a block in the loop (also under an ``if``) is
+        the evaluation every k steps when the model is put in eval mode just before it
+        (x-transformers: ``if i % validate_every == 0: model.eval(); with torch.no_grad():
+        loss = model(next(val_loader))``); a block without ``.eval()`` before it (a teacher's
+        forward, an EMA update) is part of the training step."""
         fs, fn = graph.functions[function_id]
         body = loops.facts[(function_id, loop_index)].loop.stmt
         for call in fn.calls:
-            if call.stmt_kind != "with" or call.stmt[:-1] != body or call.stmt[-1][0] != "body" \
-                    or call.callee.rsplit(".", 1)[-1] not in facts(graph).no_grad:
+            if call.stmt_kind != "with" or call.callee.rsplit(".", 1)[-1] not in facts(graph).no_grad:
+                continue
+            if after_eval:
+                if not (call.loops and call.loops[-1] == loop_index and call.stmt[:len(body)] == body):
+                    continue
+                block, at = call.stmt[:-1], call.stmt[-1]
+                if not any(c.method == "eval" and not c.args and c.stmt[:-1] == block and c.stmt[-1][0] == at[0]
+                           and c.stmt[-1][1] < at[1] for c in fn.calls):
+                    continue
+            elif call.stmt[:-1] != body or call.stmt[-1][0] != "body":
                 continue
             block = call.stmt
             inside = [i for i, c in enumerate(fn.calls) if c.stmt[:len(block)] == block and c.stmt != block]
@@ -187,8 +228,9 @@ class PipelinePhases(Pass):
                 continue
             if any(is_node(fs, w, "pipeline.evaluate") for w in call.withs):
                 continue
-            ctx.add_edit(fs.relpath, WrapStmt(self.id, call.line, "evaluate phase: the model run without "
-                                              "gradients after each step of full-batch training", block,
+            why = ("the model in eval mode without gradients inside the training loop" if after_eval else
+                   "the model run without gradients after each step of full-batch training")
+            ctx.add_edit(fs.relpath, WrapStmt(self.id, call.line, f"evaluate phase: {why}", block,
                                               ctx.names(fs.relpath).node("pipeline.evaluate")))
 
     def _module_level(self, ctx, fs, fn, batch, phase: str, why: str) -> None:
@@ -228,7 +270,9 @@ def phase_of(graph, loops, function_id: str, batch: list) -> tuple[str, str] | N
     if trains(graph, function_id, in_batch_loop):
         return "pipeline.train", "runs a batch loop that trains"
     if evaluates(fn, graph) or evaluated_by_callers(graph, function_id):
-        test = "test" in fn.name.lower() or any(f.split == "test" for f in batch)
+        # the test split (``MNIST(train=False)``) unless the name says validation
+        test = "test" in fn.name.lower() or (any(f.split == "test" for f in batch)
+                                             and split_of([fn.name]) != "evaluate")
         return ("pipeline.test" if test else "pipeline.evaluate"), "runs a batch loop without gradients"
     stepping = [f for f in batch if loops.does_step(function_id, {f.loop.index})]
     if not stepping:
