@@ -61,8 +61,10 @@ def kind_of(path: str, keywords: tuple = ()) -> str | None:
     if method == "update":
         names = {k for k, _ in keywords}
         if "image_size" in names:
-            return "image_size"
-        return "step" if names & {"step", "epoch"} else None
+            # the size of a read or a sample; a checkpoint's is part of its checkpoint.io region
+            return None if node.startswith("checkpoint") else "image_size"
+        # the batch loop's update (step=...); an epoch loop's update(epoch=...) alone is no step
+        return "step" if "step" in names else None
     if method == "stop":
         return None  # the start of the same region counted it
     node = node.replace(".derive()", ".collate")
@@ -102,13 +104,19 @@ def inventory(root: Path) -> Counter:
     return found
 
 
+#: kinds compared per file, not per function: a program has one root per entry, and ``@ai`` on
+#: the ``main()`` a ``__main__`` block calls times the same span as ``ai.start()`` in that block
+PER_FILE = ("root",)
+
+
 def compare(expert: Counter, ours: Counter) -> dict[str, tuple[int, int, int]]:
-    """Per kind: (expert, dftpass, matched) counted once per function."""
+    """Per kind: (expert, dftpass, matched) counted once per function (once per file for
+    :data:`PER_FILE` kinds)."""
     by_kind: dict[str, list[set]] = defaultdict(lambda: [set(), set()])
     for (rel, qual, kind) in expert:
-        by_kind[kind][0].add((rel, qual))
+        by_kind[kind][0].add((rel, "" if kind in PER_FILE else qual))
     for (rel, qual, kind) in ours:
-        by_kind[kind][1].add((rel, qual))
+        by_kind[kind][1].add((rel, "" if kind in PER_FILE else qual))
     return {k: (len(e), len(o), len(e & o)) for k, (e, o) in sorted(by_kind.items())}
 
 
@@ -176,7 +184,9 @@ def score_program(csv_path: Path, root: Path, sets: list[str], show: list[str]) 
             for kind in sorted({k for (_, _, k) in a}):
                 if "all" not in show and kind not in show:
                     continue
-                only = sorted({(r, q) for (r, q, k) in a if k == kind} - {(r, q) for (r, q, k) in b if k == kind})
+                def keys(inv):
+                    return {(r, "" if kind in PER_FILE else q) for (r, q, k) in inv if k == kind}
+                only = sorted(keys(a) - keys(b))
                 for rel, qual in only:
                     print(f"  {which} {kind}: {rel}: {qual}")
         return result
