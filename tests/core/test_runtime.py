@@ -98,3 +98,29 @@ def test_the_keras_callback_is_a_keras_callback():
     import dftpass.runtime
 
     assert isinstance(dftpass.runtime.KerasCallback(), keras.callbacks.Callback)
+
+
+def test_the_lightning_hooks_take_the_arguments_pytorch_lightning_1_5_passes():
+    """pytorch-lightning 1.5 (the Lightning project template needs it) passes
+    ``optimizer_idx`` and ``dataloader_idx`` to hooks that 2.x calls without them, and keeps
+    the checkpoint I/O on ``trainer.training_type_plugin`` (there is no ``strategy``): the
+    annotated program crashed in ``setup`` before this."""
+    pytest.importorskip("dftracer.python", reason="the dftracer package is not installed")
+    from types import SimpleNamespace
+
+    from dftpass.runtime.lightning import Hooks
+
+    written = []
+    io = SimpleNamespace(save_checkpoint=lambda checkpoint, path: written.append(path))
+    trainer = SimpleNamespace(training_type_plugin=SimpleNamespace(checkpoint_io=io), current_epoch=0,
+                              global_step=0, sanity_checking=False, state=SimpleNamespace(fn="fit"))
+    hooks = Hooks()
+    hooks.setup(trainer, None)  # 1.5: stage is optional
+    hooks.on_train_epoch_start(trainer, None)
+    hooks.on_train_batch_start(trainer, None, "batch", 0, 0)  # + dataloader_idx
+    hooks.on_before_optimizer_step(trainer, None, "optimizer", 0)  # + optimizer_idx
+    hooks.on_train_batch_end(trainer, None, {}, "batch", 0, 0)
+    hooks.on_train_epoch_end(trainer, None)
+    io.save_checkpoint({"w": []}, "last.ckpt")  # the wrapped write still writes
+    assert written == ["last.ckpt"] and getattr(io.save_checkpoint, "_dft", False)
+    Hooks().setup(SimpleNamespace(), None, "fit")  # no checkpoint I/O to time: nothing to do

@@ -24,12 +24,18 @@ class Hooks:
         super().__init__(*args, **kwargs)
         self._regions = r.Regions()
 
-    def setup(self, trainer, pl_module, stage):
+    # The hooks take ``*args`` where Lightning's signatures changed between releases
+    # (pytorch-lightning 1.5 passes ``optimizer_idx`` and ``dataloader_idx`` too): an
+    # annotated program must run with the Lightning it was written for.
+
+    def setup(self, trainer, pl_module, stage=None):
         # ModelCheckpoint and trainer.save_checkpoint both write through the strategy's
-        # CheckpointIO: its save_checkpoint, called inside the region, times them all
-        io = trainer.strategy.checkpoint_io
-        save = io.save_checkpoint
-        if getattr(save, "_dft", False):
+        # CheckpointIO (1.5: the training type plugin's): its save_checkpoint, called inside
+        # the region, times them all
+        owner = getattr(trainer, "strategy", None) or getattr(trainer, "training_type_plugin", None)
+        io = getattr(owner, "checkpoint_io", None)
+        save = getattr(io, "save_checkpoint", None)
+        if save is None or getattr(save, "_dft", False):
             return
 
         def save_checkpoint(checkpoint, *args, **kwargs):
@@ -46,7 +52,7 @@ class Hooks:
         r.update(epoch=trainer.current_epoch)
         self._regions.open(r.FETCH)
 
-    def on_train_batch_start(self, trainer, pl_module, batch, batch_idx):
+    def on_train_batch_start(self, trainer, pl_module, batch, batch_idx, *args):
         self._regions.close(r.FETCH)
         r.update_compute_and_loader(step=trainer.global_step, epoch=trainer.current_epoch)
 
@@ -56,10 +62,10 @@ class Hooks:
     def on_after_backward(self, trainer, pl_module):
         self._regions.close(r.BACKWARD)
 
-    def on_before_optimizer_step(self, trainer, pl_module, optimizer):
+    def on_before_optimizer_step(self, trainer, pl_module, optimizer, *args):
         self._regions.open(r.STEP)
 
-    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx):
+    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx, *args):
         self._regions.close(r.STEP)
         self._regions.open(r.FETCH)
 
