@@ -138,3 +138,19 @@ def test_a_value_chosen_by_a_condition_or_a_default_may_be_either(project):
     edges = set(graph.graph.edges)
     for cls in ("Npy", "Png", "Raw"):
         assert ("readers.py::Samples.get", f"readers.py::{cls}.open") in edges, cls
+
+
+def test_dftpass_lifecycle_in_a_main_block_leaves_the_entry_function_as_it_was(project):
+    """A second run reads the block the first one wrote: its entry is still ``main`` (it was
+    None, and ML-R18 then put a restart region on ``main`` around the one the first run had
+    placed inside it: the same node nested)."""
+    root = project({"run.py": (
+        "import atexit\nimport os\n\nfrom dftracer.python import ai, dftracer\n\n\ndef main():\n    pass\n\n\n"
+        "if __name__ == '__main__':\n    _dft_log = dftracer.get_instance()\n"
+        "    if os.environ.get('DFTRACER_ENABLE') == '1' and _dft_log.logger is None:\n"
+        "        _dft_log = dftracer.initialize_log(logfile=None, data_dir=None, process_id=-1)\n"
+        "    atexit.register(_dft_log.finalize)\n    main()\n"
+    ), "two.py": "def a():\n    pass\n\n\ndef b():\n    pass\n\n\nif __name__ == '__main__':\n    a()\n    b()\n"})
+    graph, _ = analyse(root)
+    by_file = {e.relpath: e.function for e in graph.entries}
+    assert by_file == {"run.py": "run.py::main", "two.py": None}

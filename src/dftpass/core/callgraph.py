@@ -689,6 +689,24 @@ def _resolve_reexported_api(graph: CallGraph) -> None:
             break
 
 
+def _own_statements(fs: FileSummary, scope, guard) -> int:
+    """The statements of a ``__main__`` block that are the program's: dftpass's own lifecycle
+    (``_dft_log = dftracer.get_instance()``, the ``initialize_log`` block,
+    ``atexit.register(_dft_log.finalize)``) does not count, so an annotated block that runs
+    ``main()`` still has ``main`` as its entry function (a second run sees what the first saw)."""
+    from dftpass.core.emitter import recognize
+
+    ours = set()
+    for call in scope.calls:
+        if call.stmt[: len(guard.stmt)] == guard.stmt and len(call.stmt) > len(guard.stmt):
+            if recognize(fs, call.callee) is not None or any(a and a.startswith("_dft") for a in call.args):
+                ours.add(call.stmt[len(guard.stmt)])
+    for a in scope.assigns:
+        if a.stmt[: len(guard.stmt)] == guard.stmt and len(a.stmt) > len(guard.stmt) and a.target.startswith("_dft"):
+            ours.add(a.stmt[len(guard.stmt)])
+    return guard.body_len - len({s for s in ours if s[0] == "body"})
+
+
 def _entries(graph: CallGraph, console_scripts: Iterable[tuple[str, str, str]], imported: set[str]) -> list[Entry]:
     entries: list[Entry] = []
     for fs in graph.files.values():
@@ -699,7 +717,7 @@ def _entries(graph: CallGraph, console_scripts: Iterable[tuple[str, str, str]], 
             for i, call in enumerate(scope.calls):
                 if call.in_main_guard and call.stmt[: len(guard.stmt)] == guard.stmt:
                     runs.update(t for t in graph.targets(module_id, i) if not t.endswith(".__init__"))
-            single = guard.body_len == 1 and len(runs) == 1
+            single = _own_statements(fs, scope, guard) == 1 and len(runs) == 1
             entries.append(Entry("main-guard", fs.relpath, guard.line, guard=k,
                                  function=next(iter(runs)) if single else None))
         script = not fs.main_guards and fs.top_level_work and fs.relpath not in imported and (
