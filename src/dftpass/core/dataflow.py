@@ -509,6 +509,11 @@ class DataFlow:
             if last in ELEMENT_WRAPPERS and not self._targets(fid, node) and node.args:
                 yield _Item(fid, node.args[0], "element", depth, item.stmt)
                 return
+            if callee == "next" and node.args:
+                # the elements of a batch drawn with next() (``[t.to(d) for t in next(it)]``):
+                # what the iterator hands out
+                yield _Item(fid, node.args[0], "element", depth, item.stmt)
+                return
         text = dotted(node)
         origins = g.values.of(fid, text) if text and g.values is not None else frozenset()
         drawn = False
@@ -540,7 +545,8 @@ class DataFlow:
             return
         if isinstance(node, ast.Name):
             # ``it = iter(loader)``: the elements of what the name holds
-            for nxt in self._name(fid, node.id, depth, node.lineno, trace):
+            for nxt in self._name(fid, node.id, depth, node.lineno, trace, self._stmt_of(fid, node) or item.stmt,
+                                  item.frame):
                 yield _Item(nxt.function, nxt.node, "element" if nxt.role == "value" else nxt.role,
                             nxt.depth, nxt.stmt)
             return

@@ -289,13 +289,16 @@ class LoopAnalysis:
         facts = LoopFacts(function_id, loop, "other", loop.iter_text, "")
         if loop.counters:
             facts.counter = loop.counters[0]
-        regions = tuple(dict.fromkeys(n.region for n in loop.next_calls if self.loader_like(fs, fn, n.iterator)))
-        sources = () if regions else self._next_sources(function_id, loop)
+        # a gradient-accumulation loop's next() is its parent loop's fetch (the parent steps)
+        next_calls = () if self._is_accumulation(fn, loop) else (
+            *(n for i in self._accumulation_children(fn, loop) for n in fn.loops[i].next_calls), *loop.next_calls)
+        regions = tuple(dict.fromkeys(n.region for n in next_calls if self.loader_like(fs, fn, n.iterator)))
+        sources = () if regions else self._next_sources(function_id, next_calls)
         if sources:
-            regions = tuple(dict.fromkeys(n.region for n in loop.next_calls if n.iterator in sources))
+            regions = tuple(dict.fromkeys(n.region for n in next_calls if n.iterator in sources))
             facts.sources = tuple(sorted({g for gens in sources.values() for g in gens}))
         if regions:
-            it = next(n.iterator for n in loop.next_calls if n.region == regions[0])
+            it = next(n.iterator for n in next_calls if n.region == regions[0])
             facts.kind, facts.style, facts.fetch_regions = "batch", "next", regions
             facts.subject, facts.reason = it or "", f"takes next({it}) from a data loader"
             self._ints(facts)
@@ -403,7 +406,7 @@ class LoopAnalysis:
         facts.subject = next(iter(nexts.values()))[0]
         self._ints(facts)
 
-    def _next_sources(self, function_id: str, loop: LoopSummary) -> dict[str, tuple[str, ...]]:
+    def _next_sources(self, function_id: str, next_calls) -> dict[str, tuple[str, ...]]:
         """The iterators the loop takes ``next()`` from that are project generators over a
         loader's batches (through ``functools.partial``, attributes, globals): iterator text ->
         the generators."""
@@ -411,7 +414,7 @@ class LoopAnalysis:
         if g.values is None:
             return {}
         found: dict[str, tuple[str, ...]] = {}
-        for n in loop.next_calls:
+        for n in next_calls:
             if not n.iterator or n.iterator in found:
                 continue
             gens = tuple(sorted(origin_subject(o) for o in g.values.of(function_id, n.iterator)
@@ -554,6 +557,11 @@ class LoopAnalysis:
             fn = self.graph.fn(function_id)
             if any(self.facts[(function_id, d)].kind == "batch" for d in self._loop_descendants(fn, index)):
                 facts.kind, facts.style, facts.producers, facts.fetch_regions = "other", "iter", (), ()
+                facts.sources, facts.made, facts.by_flow = (), (), False
+                if facts.loop.kind == "for":
+                    # what it iterates, and whether a region wraps that already (ML-R3's test)
+                    self._classify_iterable(facts, *self.graph.functions[function_id], facts.loop)
+                facts.kind, facts.style = "other", "iter"
                 facts.reason = "runs a batch loop inside"
 
     def _steps_inside_steps(self) -> None:

@@ -432,6 +432,7 @@ def step_consumers(graph: CallGraph, function_id: str, loops: set[int] | None) -
     pass consumes its loss (``loss.backward()``: the receiver; ``accelerator.backward(loss)``:
     the argument), a model call and a compute-step call their arguments, and so does a call of
     a project function that does a step (``train(*get_batch())``, ``update(i, state, batch)``).
+    A loss call (``criterion(output, target)``) consumes its arguments too.
     ``loops`` None: every call of the function."""
     fs, fn = graph.functions[function_id]
     out = []
@@ -440,7 +441,9 @@ def step_consumers(graph: CallGraph, function_id: str, loops: set[int] | None) -
             continue
         if is_backward(call, graph, fs):
             out.append((i, call.method == "backward" and call.callee != "backward" and not call.args))
-        elif is_model_call(graph, function_id, i) or is_compute_step(call):
+        elif is_model_call(graph, function_id, i) or is_compute_step(call) or \
+                LOSS_NAME.search(call.callee.rsplit(".", 1)[-1]) and "(" not in call.callee:
+            # a loss consumes the targets (an evaluation loop has no backward to walk from)
             out.append((i, False))
         elif any(trains(graph, t) or does_step(graph, t) for t in graph.targets(function_id, i)
                  if not t.endswith(".__init__")):

@@ -23,7 +23,8 @@ class DatasetItems(Pass):
         to the function that does the reading (DLIO marks its readers' ``read_index``);
         never both, and with several readers each gets its own. A batch producer that builds
         its batch sample by sample (``torch.stack([read(i) for i in ix])``) has the same
-        role for the function called per sample.
+        role for the function called per sample, unless that function only transforms the
+        sample it is handed (batch provenance: ``char_tensor(chunk)``; ML-R10 marks it).
 
         An iterable data set (``IterableDataset`` with a generator ``__iter__``) gets
         ``with ai.data.item:`` around the statements of its loop that come before the
@@ -54,10 +55,18 @@ class DatasetItems(Pass):
     id = "ML-R9"
     title = "Dataset items"
     kind = PassKind.TRANSFORM
-    requires = ("callgraph", "loops")
+    requires = ("callgraph", "loops", "batch_provenance")
     tags = ("data",)
 
     VALID = [
+        # a function a producer calls per sample that only encodes the slice it is handed
+        # (char-rnn's char_tensor): a transform (ML-R10's), not the sample's item
+        "import random\n\nimport torch\n\n\ndef read_corpus(path):\n    return open(path).read()\n\n\n"
+        "text = read_corpus('input.txt')\n\n\ndef encode(chunk):\n    return torch.tensor([ord(c) for c in chunk])\n\n\n"
+        "def random_batch(n, size):\n    starts = [random.randint(0, len(text) - n - 1) for _ in range(size)]\n"
+        "    return torch.stack([encode(text[s:s + n]) for s in starts])\n\n\n"
+        "def main(model, opt):\n    for it in range(100):\n        model(random_batch(8, 4).float()).sum().backward()\n"
+        "        opt.step()\n",
         # __getitem__ of a class that is not a data set
         "class Grid:\n    def __getitem__(self, key):\n        return key\n",
         # a data set in memory: indexing costs less than an event
@@ -124,7 +133,10 @@ class DatasetItems(Pass):
             for target in chain:
                 items.setdefault(target, f"produces one sample of {name}")
         # a batch producer that builds its batch sample by sample (``[read(i) for i in ix]``)
+        transforms = ctx.analysis("batch_provenance").transforms()
         for target, producer in per_sample_functions(graph, loops).items():
+            if target in transforms:
+                continue  # it only transforms a sample it is handed (char-rnn's char_tensor): ML-R10's
             items.setdefault(target, f"produces one sample of the batch {producer}() builds")
         for span in iterable_sample_spans(graph):
             sfs, sfn = graph.functions[span.function]

@@ -55,7 +55,13 @@ class BatchLoop(Pass):
         Safe: the wrapper yields the same elements in the same order. A loop that can
         ``break`` loses the events of the iteration that breaks: dftracer writes an
         iteration's events when the next element is asked for, and after a ``break`` it
-        never is (reported, since nothing inserted around the loop can change that). If
+        never is (reported, since nothing inserted around the loop can change that). For the
+        same reason an endless iterator wrapped where it is made loses its last wait (the
+        program never asks for the batch after its last), and its events are written with
+        the step of the ``next()`` that follows; it writes no ``fetch.block`` (between two
+        ``next()`` calls is no loop body). When the interpreter exits with such a generator
+        still open at module level, dftracer's clean-up of it may print "Exception ignored
+        in: <generator ... iter>" to stderr (the trace and the exit code are unaffected). If
         ``next()`` raises, ``stop()`` is not reached and that wait has no event. Loops over
         anything that is not a loader are left alone; a loop already wrapped is not
         wrapped again.
@@ -234,7 +240,7 @@ class BatchLoop(Pass):
             "    while True:\n        for i in range(0, len(x), 2):\n            yield x[i:i + 2], y[i:i + 2]\n\n\n"
             "def update(model, opt, batch):\n    x, y = batch\n    ((model(x) - y) ** 2).mean().backward()\n"
             "    opt.step()\n\n\ndef main(model, opt):\n    x, y = np.load('x.npy'), np.load('y.npy')\n"
-            "    batches = ai.dataloader.fetch.iter(stream(x, y))\n    for step in range(10):\n"
+            "    batches = ai.dataloader.fetch.iter(stream(x, y), include_block=False)\n    for step in range(10):\n"
             "        update(model, opt, next(batches))\n",
         ),
         Case(
@@ -391,9 +397,11 @@ class BatchLoop(Pass):
         if any(is_node(fs, v.removesuffix("()"), "dataloader.fetch", "iter") for v in values):
             return
         names = ctx.names(fs.relpath)
-        body = names.iter_options(body=ctx.analysis("overhead").loop_body)
+        # no block event: between two next() calls of an iterator drawn from anywhere is no
+        # loop body, and an endless stream's last block would span the rest of the run
         ctx.add_edit(fs.relpath, WrapValue(self.id, line, f"batch loop at line {facts.loop.line}: {facts.reason}",
-                                           stmt, names.iter_callee("dataloader.fetch"), extra=body))
+                                           stmt, names.iter_callee("dataloader.fetch"),
+                                           extra=names.iter_options(body=False)))
 
     def _start_stop(self, ctx, fs, fn, line: int, region) -> None:
         """``fetch.start()`` / ``.stop()`` around ``region`` (a statement), unless it already is."""
