@@ -55,6 +55,8 @@ class BatchChain:
     #: the functions that hand the data out: producers, generators, data set item functions
     #: and what they call (their reads are the data path's own, not one-time loads)
     data_side: frozenset[str] = frozenset()
+    #: :meth:`Provenance.item_preprocess` of this loop's data sets
+    item_spans: dict = attrs.field(factory=dict)
 
     def of_kind(self, *kinds: str) -> list[Site]:
         return [s for s in self.sites if s.kind in kinds]
@@ -107,6 +109,16 @@ class Provenance:
 
     def breaks(self) -> list[Break]:
         return [b for c in self.chains for b in c.breaks]
+
+    def item_preprocess(self) -> dict[str, tuple[tuple, tuple, int]]:
+        """In a data set's item function that reads its sample itself, the run of its
+        top-level statements after the read that transform what was read (improved-diffusion's
+        resizes, crop and scaling after ``Image.open``), up to the ``return``: function id ->
+        (first statement, last statement, first line)."""
+        out: dict[str, tuple[tuple, tuple, int]] = {}
+        for chain in self.chains:
+            out.update(chain.item_spans)
+        return out
 
 
 class BatchProvenanceAnalysis(Pass):
@@ -168,7 +180,8 @@ def build(graph, loops) -> Provenance:
         sites = [s for s in sites if s.kind != "transfer" or _moves_data(flow, s)]
         chains.append(BatchChain(facts.function, facts.loop.line, facts.loop.stmt, tuple(walked), tuple(sites),
                                  tuple(breaks), frozenset(per_batch),
-                                 _transforms(flow, facts, sites, per_batch, data_side), frozenset(data_side)))
+                                 _transforms(flow, facts, sites, per_batch, data_side), frozenset(data_side),
+                                 _item_spans(flow, sites)))
     return Provenance(tuple(chains))
 
 
@@ -253,6 +266,45 @@ def _transforms(flow, facts, sites: list[Site], per_batch: set[str], data_side: 
         if any(r.kind in DATA_SOURCES for r in returned) and not any(r.kind == "model" for r in returned):
             out.append(target)
     return tuple(out)
+
+
+def _item_spans(flow, sites: list[Site]) -> dict[str, tuple[tuple, tuple, int]]:
+    """See :meth:`Provenance.item_preprocess`: for each data set item function with a read
+    site in its own body, the top-level statements after the last read that use what it read
+    (directly or through what they bound), from the first to the last of them, the ``return``
+    left out; two statements at least (one is a conversion, not preprocessing)."""
+    import ast
+
+    graph = flow.graph
+    items = {m for s in sites if s.kind == "dataset" for m in graph.methods_of(s.target)
+             if graph.fn(m).name in ("__getitem__", "__getitems__")}
+    out = {}
+    for item in sorted(items):
+        scope = flow.scope(item)
+        if scope is None or not isinstance(scope.node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            continue
+        body = scope.node.body
+        depth = len(graph.fn(item).stmt) + 1
+        reads = [s for s in sites if s.kind == "read" and s.function == item and len(s.stmt) >= depth]
+        if not reads:
+            continue
+        last_read = max(s.stmt[depth - 1][1] for s in reads if s.stmt[depth - 1][0] == "body")
+        derived = {n.id for n in ast.walk(body[last_read]) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
+        marked = []
+        for k in range(last_read + 1, len(body)):
+            stmt = body[k]
+            if isinstance(stmt, ast.Return):
+                break
+            names = {n.id for n in ast.walk(stmt) if isinstance(n, ast.Name)}
+            bound = {n.id for n in ast.walk(stmt) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
+            if names & derived and bound:
+                derived |= bound
+                marked.append(k)
+        if len(marked) >= 2:
+            prefix = graph.fn(item).stmt
+            first, last = prefix + (("body", marked[0]),), prefix + (("body", marked[-1]),)
+            out[item] = (first, last, body[marked[0]].lineno)
+    return out
 
 
 def _is_model(graph, function_id: str) -> bool:

@@ -223,7 +223,8 @@ class CheckpointIO(Pass):
             '            save_one(self.opt, ".opt")\n',
         ),
         Case(
-            # the hook's save_pretrained is the checkpoint's write, with the module's tensors as its size
+            # the hook's save_pretrained is the checkpoint's write; what it saves is not known to be a
+            # torch module (Accelerate hands the hook its models), so no size is written rather than -1
             'import torch\nfrom accelerate import Accelerator\n\n\ndef main(model, loader, opt):\n'
             '    accelerator = Accelerator()\n\n    def save_hook(models, weights, output_dir):\n'
             '        for m in models:\n            m.save_pretrained(output_dir)\n            weights.pop()\n\n'
@@ -234,7 +235,6 @@ class CheckpointIO(Pass):
             'def main(model, loader, opt):\n    accelerator = Accelerator()\n\n'
             '    def save_hook(models, weights, output_dir):\n        for m in models:\n'
             '            with ai.checkpoint.io.write:\n                m.save_pretrained(output_dir)\n'
-            '                ai.checkpoint.io.write.update(image_size=sum(t.element_size() * t.nelement() for t in [*m.parameters(), *m.buffers()]) if isinstance(m, torch.nn.Module) else -1)\n'
             '            weights.pop()\n\n    accelerator.register_save_state_pre_hook(save_hook)\n'
             '    for step, batch in enumerate(loader):\n        model(batch).backward()\n        opt.step()\n'
             '        if step % 100 == 0:\n            accelerator.save_state(f"ckpt-{step}")\n',
@@ -273,13 +273,14 @@ class CheckpointIO(Pass):
                                    "state to a name first (`state = {...}; torch.save(state, f)`)", fs.relpath,
                                    call.line, severity=Severity.INFO))
             why = f"{'writes' if op.kind == 'save' else 'reads'} the checkpoint ({op.api}) inside {node}"
+            tail = (names.node_update(io, image_size=size),) if size is not None else ()
             ctx.add_edit(fs.relpath, WrapStmt(self.id, call.line, why, call.stmt, names.node(io),
-                                              tail=(names.node_update(io, image_size=size),),
-                                              bind=LOADED_NAME if returned else ""))
+                                              tail=tail, bind=LOADED_NAME if returned and tail else ""))
 
     @staticmethod
-    def _size(graph, function_id: str, call, op) -> tuple[str, str | None]:
-        """The ``image_size`` expression, and why it is ``-1`` (None when it measures)."""
+    def _size(graph, function_id: str, call, op) -> tuple[str | None, str | None]:
+        """The ``image_size`` expression (None: no size is written), and why it is ``-1`` or
+        absent (None when it measures)."""
         fs = graph.file_of(function_id)
         obj = op.obj or ""
         if op.measure == "tensors":
@@ -290,9 +291,11 @@ class CheckpointIO(Pass):
         if torch is None:
             return image_size("", "unknown"), "the file has no name for torch"
         if op.measure == "module":  # save_pretrained / from_pretrained: the module's tensors
-            if _plain(obj):
+            if _plain(obj) and model_classes(graph, function_id, obj):
                 return image_size(obj, "module", torch=torch), None
-            return image_size("", "unknown"), "the model is an expression"
+            # a library's model or pipeline (diffusers' EMAModel is no torch module): no size
+            # rather than a -1 that says nothing
+            return None, f"{obj or 'the model'} is not known to be a torch module"
         owner = obj[:-len(".state_dict()")] if obj.endswith(".state_dict()") else ""
         if _plain(owner):
             # ``torch.save(model.state_dict(), f)``: the model's parameters and buffers, the

@@ -66,7 +66,7 @@ class ForwardBackward(Pass):
     id = "ML-R7"
     title = "Forward and backward"
     kind = PassKind.TRANSFORM
-    requires = ("callgraph", "loops", "compiled", "compute_spans")
+    requires = ("callgraph", "loops", "compiled", "compute_spans", "batch_provenance")
     # a framework plugin's step rule times its compiled steps first (with what they need:
     # ML-R14 waits for jax's result); a second region of the node there is refused
     after = ("ML-R12", "ML-R13", "ML-R14")
@@ -206,6 +206,16 @@ class ForwardBackward(Pass):
         graph = ctx.analysis("callgraph")
         loops = ctx.analysis("loops")
         calls = list(step_calls(graph, loops))
+        # the model calls batch provenance met on the step's data (inside a loss function a
+        # functools.partial runs, through a wrapper's __call__): the step's too
+        seen = set(calls)
+        for chain in ctx.analysis("batch_provenance").chains:
+            for site in chain.of_kind("model"):
+                fn = graph.fn(site.function)
+                index = next((i for i, c in enumerate(fn.calls) if (c.line, c.col) == (site.line, site.col)), None)
+                if index is not None and (site.function, index) not in seen and not fn.calls[index].callee.endswith("()"):
+                    seen.add((site.function, index))
+                    calls.append((site.function, index))
         self._forward(ctx, graph, calls)
         self._backward(ctx, graph)
         self._compute_steps(ctx, graph, loops, calls)
@@ -267,7 +277,7 @@ class ForwardBackward(Pass):
                                            f"model call {call.callee}(): {reason}")
         if not handled:
             tops = [c for c in graph.classes if _forward_method(graph, c)
-                    and graph.is_module_class(c) and is_top_level_model(graph, c)]
+                    and graph.is_module_class(c) and is_top_level_model(graph, c) and not _layer_subclass(graph, c)]
             # a framework's loop calls its own models (a LightningModule): the rest are their parts
             owned = [c for c in tops if graph.has_base(c, graph.hints.loop_models)]
             tops = owned or tops
@@ -355,6 +365,13 @@ class ForwardBackward(Pass):
             if any(has_region(fs, fn, n) for n in ("compute", "compute.forward", "compute.backward")):
                 continue
             ctx.add_edit(fs.relpath, function_region(ctx.names(fs.relpath), fn, "compute", self.id, why))
+
+
+def _layer_subclass(graph, class_id: str) -> bool:
+    """A subclass of a concrete torch layer (``class GroupNorm32(nn.GroupNorm)``): a part of
+    models, never a model of its own (its forward runs inside theirs)."""
+    bases = {b.rsplit(".", 1)[-1] for b in graph.external_bases(class_id)}
+    return bool(bases) and not bases & {"Module", "LightningModule", "Sequential", "ModuleList", "ModuleDict"}
 
 
 def _called_by_step(graph, function_id: str) -> bool:

@@ -55,7 +55,10 @@ class PreprocessCollate(Pass):
         ``ds.with_transform(fn)``) gets the decorator on its ``__call__`` or function.
         When ``self.transform`` holds only library code (a torchvision ``Compose`` passed
         in: the most common shape), the statement in ``__getitem__`` that calls it is
-        wrapped in ``with ai.data.preprocess:``. Whatever their names, the project functions
+        wrapped in ``with ai.data.preprocess:``; a ``__getitem__`` that reads its sample and
+        then transforms it in its own statements (resizes, a crop, scaling) gets the region
+        around those statements, from the first after the read to the last before the
+        ``return``. Whatever their names, the project functions
         a step's data passes through on its way from where it is read (batch provenance:
         ``char_tensor(chunk)`` called per sample by a batch producer, ``mnist()`` scaling a
         whole data set after reading it) are transforms too; the outermost one gets the region.
@@ -219,6 +222,32 @@ class PreprocessCollate(Pass):
             "def train(model, opt, inp):\n    model(inp.float()).sum().backward()\n    opt.step()\n\n\n"
             "def main(model, opt):\n    for it in range(100):\n        train(model, opt, random_chunk(8))\n",
         ),
+        Case(
+            # improved-diffusion's __getitem__: it reads the image, then resizes, converts and scales
+            # it in its own statements: those statements are the preprocessing
+            'import numpy as np\nfrom PIL import Image\nfrom torch.utils.data import DataLoader, Dataset\n\n\n'
+            'class Images(Dataset):\n    def __init__(self, paths, size):\n'
+            '        self.paths, self.size = paths, size\n\n    def __len__(self):\n'
+            '        return len(self.paths)\n\n    def __getitem__(self, i):\n'
+            '        with open(self.paths[i], "rb") as f:\n            img = Image.open(f)\n'
+            '            img.load()\n        img = img.resize((self.size, self.size), resample=Image.BICUBIC)\n'
+            '        arr = np.array(img.convert("RGB"))\n        arr = arr.astype(np.float32) / 127.5 - 1\n'
+            '        return np.transpose(arr, [2, 0, 1])\n\n\ndef fit(model, opt, paths):\n'
+            '    for x in DataLoader(Images(paths, 32), batch_size=4):\n        model(x).sum().backward()\n'
+            '        opt.step()\n',
+            'from dftracer.python import ai\nimport numpy as np\nfrom PIL import Image\n'
+            'from torch.utils.data import DataLoader, Dataset\n\n\nclass Images(Dataset):\n'
+            '    def __init__(self, paths, size):\n        self.paths, self.size = paths, size\n\n'
+            '    def __len__(self):\n        return len(self.paths)\n\n    def __getitem__(self, i):\n'
+            '        with open(self.paths[i], "rb") as f:\n            img = Image.open(f)\n'
+            '            img.load()\n        with ai.data.preprocess:\n'
+            '            img = img.resize((self.size, self.size), resample=Image.BICUBIC)\n'
+            '            arr = np.array(img.convert("RGB"))\n'
+            '            arr = arr.astype(np.float32) / 127.5 - 1\n'
+            '        return np.transpose(arr, [2, 0, 1])\n\n\ndef fit(model, opt, paths):\n'
+            '    for x in DataLoader(Images(paths, 32), batch_size=4):\n        model(x).sum().backward()\n'
+            '        opt.step()\n',
+        ),
     ]
 
     def run(self, ctx) -> None:
@@ -284,6 +313,18 @@ class PreprocessCollate(Pass):
         for target, why in sorted(collate.items()):
             tfs, tfn = graph.functions[target]
             ctx.add_edit(tfs.relpath, self._collate_region(ctx.names(tfs.relpath), tfn, why))
+        # a data set's item that reads its sample and then transforms it in place (resizes, a
+        # crop, scaling: no transform object to decorate): the statements after the read
+        for function_id, (first, last, line) in sorted(ctx.analysis("batch_provenance").item_preprocess().items()):
+            fs, fn = graph.functions[function_id]
+            spanned = [c for c in fn.calls if first <= c.stmt[:len(first)] <= last]
+            if function_id in covered or has_region(fs, fn, NODE) or any(
+                    (relpath, c.stmt) in wraps for c in spanned for relpath in (fs.relpath,)) or \
+                    any(unwrappable(fs, fn, c) for c in spanned):
+                continue
+            ctx.add_edit(fs.relpath, WrapStmt(self.id, line, "transforms the sample it read (the statements "
+                                              "after the read, up to the return)", first,
+                                              ctx.names(fs.relpath).node(NODE), through=last))
         for (relpath, stmt), (producer, line, why) in sorted(wraps.items()):
             fs, fn = graph.functions[producer]
             if producer in covered or has_region(fs, fn, NODE):

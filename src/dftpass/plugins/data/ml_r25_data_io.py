@@ -93,7 +93,8 @@ class DataIO(Pass):
         The reads: ``x = np.load(p)``, ``np.fromfile``, ``cv2.imread``,
         ``torchvision.io.read_image``, ``pd.read_parquet``/``read_csv``, ``imageio``/``tifffile``
         reads, ``torch.load`` of a sample, each possibly followed by a conversion
-        (``.astype(...)``, ``[..., ::-1]``); ``img = Image.open(p).convert('RGB')`` (the decode);
+        (``.astype(...)``, ``[..., ::-1]``); ``img = Image.open(p).convert('RGB')`` (the decode),
+        and ``img.load()`` after a lazy ``img = Image.open(f)``;
         ``buf = f.read()`` on a file; ``x = f[key][i]`` on an ``h5py.File`` (or ``ds[i]`` on
         one of its data sets, a zarr array); and the statement that copies slices out of an
         ``np.memmap`` (``x = torch.stack([torch.from_numpy(data[i:i+n].astype(np.int64)) for i
@@ -359,6 +360,32 @@ class DataIO(Pass):
             "def main(model, opt):\n    it = batches(parse('train.gz'))\n    for step in range(10):\n"
             "        x = next(it)\n        model(x.float()).sum().backward()\n        opt.step()\n",
         ),
+        Case(
+            # a lazy Image.open reads the header (open), load() the pixels (read, with their bytes)
+            'import numpy as np\nfrom PIL import Image\nfrom torch.utils.data import DataLoader, Dataset\n\n\n'
+            'class Images(Dataset):\n    def __init__(self, paths, size):\n'
+            '        self.paths, self.size = paths, size\n\n    def __len__(self):\n'
+            '        return len(self.paths)\n\n    def __getitem__(self, i):\n'
+            '        with open(self.paths[i], "rb") as f:\n            img = Image.open(f)\n'
+            '            img.load()\n        img = img.resize((self.size, self.size), resample=Image.BICUBIC)\n'
+            '        arr = np.array(img.convert("RGB"))\n        arr = arr.astype(np.float32) / 127.5 - 1\n'
+            '        return np.transpose(arr, [2, 0, 1])\n\n\ndef fit(model, opt, paths):\n'
+            '    for x in DataLoader(Images(paths, 32), batch_size=4):\n        model(x).sum().backward()\n'
+            '        opt.step()\n',
+            'from dftracer.python import ai\nimport numpy as np\nfrom PIL import Image\n'
+            'from torch.utils.data import DataLoader, Dataset\n\n\nclass Images(Dataset):\n'
+            '    def __init__(self, paths, size):\n        self.paths, self.size = paths, size\n\n'
+            '    def __len__(self):\n        return len(self.paths)\n\n    def __getitem__(self, i):\n'
+            '        with open(self.paths[i], "rb") as f:\n            with ai.data.io.open:\n'
+            '                img = Image.open(f)\n            with ai.data.io.read:\n'
+            '                img.load()\n'
+            '                ai.data.io.read.update(image_size=img.width * img.height * len(img.getbands()))\n'
+            '        img = img.resize((self.size, self.size), resample=Image.BICUBIC)\n'
+            '        arr = np.array(img.convert("RGB"))\n        arr = arr.astype(np.float32) / 127.5 - 1\n'
+            '        return np.transpose(arr, [2, 0, 1])\n\n\ndef fit(model, opt, paths):\n'
+            '    for x in DataLoader(Images(paths, 32), batch_size=4):\n        model(x).sum().backward()\n'
+            '        opt.step()\n',
+        ),
     ]
 
     def run(self, ctx) -> None:
@@ -590,6 +617,9 @@ def _call_region(graph, fs, fn, handles: Handles, call: CallSite) -> _Region | N
     handle = handles.kind(receiver, call.stmt)
     if method == "close" and handle in ("file", "h5file") and not call.args:
         return _Region(call.stmt, call.line, "close", call.callee + "()")
+    if method == "load" and handle == "image" and not call.args:
+        # ``img = Image.open(f); img.load()``: the lazy open read the header, load() the pixels
+        return _Region(call.stmt, call.line, "read", call.callee + "()", receiver, "image")
     if method == "write" and handle == "file" and len(call.args) == 1:
         return _Region(call.stmt, call.line, "write", call.callee + "()", *_written(call.args[0]))
     return None
