@@ -125,14 +125,22 @@ def program_facts(graph, loops, detection, project_root: Path | None, command: l
     factories = set(loops.options.loader_factories)
     loaders: list[LoaderFacts] = []
     start_method = None
+    files = {f.split("::", 1)[0] for f in scope} if scope is not None else None
     for function_id, (fs, fn) in sorted(graph.functions.items()):
-        if scope is not None and function_id not in scope:
+        owner = graph.class_of_method(function_id)
+        # ``class BaseDataLoader(DataLoader)``: its ``super().__init__(...)`` builds the loader,
+        # also when a configuration picks the subclass (``config.init_obj('data_loader', module)``:
+        # no call the graph sees), as long as the program imports its module
+        subclass = owner is not None and fn.name == "__init__" and graph.has_base(owner, factories)
+        if scope is not None and function_id not in scope and not (subclass and fs.relpath in files):
             continue
-        for call in fn.calls:
+        for index, call in enumerate(fn.calls):
             last = graph.qualify(fs, call.callee).rsplit(".", 1)[-1]
             if call.method in ("set_start_method",) and call.args and call.args[0]:
                 start_method = call.args[0].strip("'\"")
-            if last not in factories:
+            # the library's constructor (a project base's is the project's own class)
+            inherited = subclass and call.callee == "super().__init__" and not graph.targets(function_id, index)
+            if last not in factories and not inherited:
                 continue
             keywords = dict(call.keywords)
             settings: dict[str, str | None] = {}
@@ -142,7 +150,9 @@ def program_facts(graph, loops, detection, project_root: Path | None, command: l
                 elif position is not None and len(call.args) > position:
                     settings[key] = call.args[position]
                 else:
-                    settings[key] = ABSENT
+                    # a subclass passes its settings on in a dict or **kwargs the summaries
+                    # do not show: unknown, not torch's default
+                    settings[key] = None if inherited else ABSENT
             name = call.assigned_to[0] if call.assigned_to else None
             split = split_of([name, *(a for a in call.args[:1]), fn.name])
             loaders.append(LoaderFacts(fs.relpath, call.line, call.callee, name, split, settings))

@@ -74,6 +74,10 @@ class ComputeLoaderOverlap(Pass):
             if name == "outside" and phase.fetch_wait_s + phase.fetch_block_s + phase.compute_s < MINOR * loop_s:
                 continue  # the edges of the phases (a loop's first wait just before its region opens)
             level = severity.get(phase.verdict, Severity.INFO)
+            if name == neck.phase and level is Severity.ERROR and not waits_materially(phase, overlap):
+                # no overlap, but the loop hardly waits for data (a compute-bound step): worth
+                # saying, not failing a gate on (char-rnn waited 2% of its training)
+                level = Severity.WARNING
             if name != neck.phase and level is Severity.ERROR:
                 # the verdict is about the bottleneck's phase; another phase's is a warning when
                 # its wait matters to the run, else information
