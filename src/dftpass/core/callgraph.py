@@ -214,21 +214,19 @@ class CallGraph:
     def nested_function(self, fs: FileSummary, fn: FunctionSummary, name: str) -> str | None:
         """A function ``name`` defined inside ``fn`` or a function enclosing it (a closure
         such as timm's ``_backward`` inside ``train_one_epoch``)."""
-        qualname = fn.qualname
-        while not fn.is_module and qualname:
-            found = fid(fs.relpath, f"{qualname}.<locals>.{name}")
-            if found in self.functions:
-                return found
-            qualname = qualname.rsplit(".<locals>.", 1)[0] if ".<locals>." in qualname else ""
-        return None
+        return self._nested(fs, fn, name, self.functions)
 
     def nested_class(self, fs: FileSummary, fn: FunctionSummary, name: str) -> str | None:
         """A class ``name`` defined inside ``fn`` or a function enclosing it (a data set class
         defined in the training function)."""
+        return self._nested(fs, fn, name, self.classes)
+
+    @staticmethod
+    def _nested(fs: FileSummary, fn: FunctionSummary, name: str, defined) -> str | None:
         qualname = fn.qualname
         while not fn.is_module and qualname:
             found = fid(fs.relpath, f"{qualname}.<locals>.{name}")
-            if found in self.classes:
+            if found in defined:
                 return found
             qualname = qualname.rsplit(".<locals>.", 1)[0] if ".<locals>." in qualname else ""
         return None
