@@ -105,8 +105,14 @@ def test_no_workers_is_no_overlap_and_the_cause_is_linked_to_its_line(cli, annot
     o = a["time_accounting"]
     assert o["wall_s"] > o["span_s"] > 0 and o["untraced_s"] == pytest.approx(o["wall_s"] - o["span_s"])
     assert o["untraced_before_s"] > 0 and o["untraced_after_s"] >= 0
-    text = cli("analyze", tmp_path / "w0").out
+    result = cli("analyze", tmp_path / "w0")
+    text = result.out
     assert "untraced" in text and "before the first event" in text
+    # the stall is an error that fails the exit code, and the text says so: the summary shows
+    # the diagnosis once, but never hides the finding that set the code
+    errors = [f for f in a["findings"] if f["severity"] == "error"]
+    assert any(f["rule"] == "ML-R24" for f in errors) and result.code == 1
+    assert all(f"error: {f['rule']}" in text and f["message"] in text for f in errors), text
     # the parts of the wall time add up to it
     t = a["time_accounting"]
     assert t["root"] and t["inside_root_s"] > 0
@@ -293,3 +299,36 @@ def test_a_category_the_source_has_no_region_for_is_said_as_such_not_blamed_on_a
     # the layer's call is the forward, the hand-written update the step: one of each per batch
     counts = {(e["cat"], e["name"]): e["count"] for e in a["top"]}
     assert counts[("compute", "forward")] == counts[("compute", "step")] == 20, counts
+
+
+
+@pytest.mark.parametrize("wait_us, neck, severity, code", [
+    (170, ("compute", "cannot-judge:no-loader"), "warning", 0),  # char-rnn: waits 17%, compute bound
+    (300, ("loading", "stalled"), "error", 1),  # waiting is the bottleneck: a stall all the same
+])
+def test_a_program_without_a_loader_fails_the_gate_only_when_it_stalls(cli, tmp_path, wait_us, neck, severity, code):
+    """Batches made in the training loop itself (char-rnn's shape). When compute is the
+    bottleneck the overlap cannot be judged (no loader could run beside compute), so the
+    phase's no-overlap verdict is a warning, as the bottleneck's label says; when waiting for
+    data is the bottleneck it is a stall, and an error."""
+    project = tmp_path / "p"
+    project.mkdir()
+    (project / "train.py").write_text(
+        "import torch\n\n\ndef batches():\n    while True:\n        yield torch.randn(8, 4)\n\n\n"
+        "model = torch.nn.Linear(4, 1)\nit = batches()\nfor step in range(10):\n"
+        "    model(next(it)).sum().backward()\n")
+    events = [event("pipeline", "train", T0, 10_000)]
+    for i in range(10):
+        start = T0 + 1000 * i
+        events += [event("dataloader", "fetch", start, wait_us, epoch=1, step=i),
+                   event("data", "item", start + 10, wait_us - 20, epoch=1, step=i),
+                   event("train", "train", start + wait_us, 1000 - wait_us - 20, epoch=1, step=i),
+                   event("compute", "forward", start + wait_us + 10, 1000 - wait_us - 40, epoch=1, step=i)]
+    write_trace(tmp_path / "t" / "trace-0123456789abcdef-app.pfw.gz", events)
+    r = cli("analyze", tmp_path / "t", "--project", project, "--json")
+    a = json.loads(r.out)
+    got = a["diagnosis"]["bottleneck"]
+    assert (got["kind"], got["overlap"]) == neck, got
+    overlap = [f for f in a["findings"] if f["rule"] == "ML-R24" and "no overlap" in f["message"]]
+    assert overlap and all(f["severity"] == severity for f in overlap), a["findings"]
+    assert r.code == code, a["findings"]

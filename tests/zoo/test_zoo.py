@@ -59,6 +59,10 @@ def test_the_verdict_is_the_known_bottleneck(zoo, analyses, case):
     # dftpass annotated every case: none of their batch loops is one the trace cannot see
     # (no_loader's get_batch loops are timed by their producer, as word_language_model's)
     assert not [c for c in analysis["causes"] if c["id"] == "D.unwrapped_loop"], analysis["causes"]
+    # an overlap the diagnosis cannot judge fails no gate (no_loader: the serial loop's waits
+    # are a warning, as the bottleneck's own label says)
+    if got["overlap"].startswith("cannot-judge"):
+        assert not [f for f in analysis["findings"] if f["rule"] == "ML-R24" and f["severity"] == "error"]
     # the first proposal states its preconditions and the formula of its estimate
     for p in analysis["proposals"][:1]:
         assert p["estimate"]["formula"] and p["answers"] == got["top_cause"]

@@ -163,13 +163,14 @@ def _cause_lines(a: dict, code: str = "") -> list[str]:
 
 
 #: the rule whose findings restate the diagnosis (bottleneck, causes, overlap): the summary
-#: shows those lines once, above; JSON, Markdown and SARIF keep the findings
+#: shows those lines once, above; JSON, Markdown and SARIF keep the findings. Its errors are
+#: listed all the same: they set the exit code, and a user must see what failed it.
 DIAGNOSIS_RULE = "ML-R24"
 
 
 def _findings_lines(a: dict, diagnosis_shown: bool = False) -> list[str]:
     findings = [f for f in a["findings"] if f["severity"] != "info"
-                and not (diagnosis_shown and f["rule"] == DIAGNOSIS_RULE)]
+                and not (diagnosis_shown and f["rule"] == DIAGNOSIS_RULE and f["severity"] != "error")]
     if not findings:
         return []
     lines = ["", "findings:"]

@@ -26,7 +26,10 @@ class ComputeLoaderOverlap(Pass):
         from the source, each linked to its line: no or few workers, shallow prefetch,
         workers re-created every epoch, spawn workers, transforms or reads, checkpoints (A,
         E, G), blocking host-to-device copies on a GPU run (B), barriers in the batch loop
-        (C), batch loops the trace cannot see (D).
+        (C), batch loops the trace cannot see (D). A "no overlap" fails the exit code only
+        where it matters: in the bottleneck's phase, with the loop waiting materially for
+        data, and not where the bottleneck says the overlap cannot be judged (a program with
+        no DataLoader whose compute is the bottleneck: a warning).
 
     Why:
         A training loop is serial inside one process; loading hides behind compute only in
@@ -77,6 +80,11 @@ class ComputeLoaderOverlap(Pass):
             if name == neck.phase and level is Severity.ERROR and not waits_materially(phase, overlap):
                 # no overlap, but the loop hardly waits for data (a compute-bound step): worth
                 # saying, not failing a gate on (char-rnn waited 2% of its training)
+                level = Severity.WARNING
+            if name == neck.phase and level is Severity.ERROR and neck.overlap.startswith(JUDGE_NOT):
+                # the bottleneck says this overlap cannot be judged (no DataLoader: loading can
+                # never run beside compute); failing a gate on a verdict the diagnosis withholds
+                # would contradict it (char-rnn's serial get-batch loop)
                 level = Severity.WARNING
             if name != neck.phase and level is Severity.ERROR:
                 # the verdict is about the bottleneck's phase; another phase's is a warning when
