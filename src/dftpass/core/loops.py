@@ -550,12 +550,18 @@ class LoopAnalysis:
     def _innermost_batches(self) -> None:
         """A loop around another batch loop of its function is not one itself (a burn-in
         stage, a sweep): it fetched a batch before the inner loop, the inner loop runs the
-        steps. Loops over a loader are kept: they are what they iterate."""
+        steps. Loops over a loader are kept: they are what they iterate. So is a training loop
+        whose inner batch loops only evaluate (x-transformers' validation over several sequence
+        lengths every k steps): the outer loop trains, the inner ones do not."""
         for (function_id, index), facts in self.facts.items():
             if facts.kind != "batch" or facts.style in ("iter", "fed"):
                 continue
             fn = self.graph.fn(function_id)
-            if any(self.facts[(function_id, d)].kind == "batch" for d in self._loop_descendants(fn, index)):
+            inner = [d for d in self._loop_descendants(fn, index) if self.facts[(function_id, d)].kind == "batch"]
+            if inner and self.trains(function_id, {index}) and not any(
+                    self.trains(function_id, self.loop_and_descendants(function_id, d)) for d in inner):
+                continue
+            if inner:
                 facts.kind, facts.style, facts.producers, facts.fetch_regions = "other", "iter", (), ()
                 facts.sources, facts.made, facts.by_flow = (), (), False
                 if facts.loop.kind == "for":
@@ -648,8 +654,16 @@ class LoopAnalysis:
         return {index, *self._loop_descendants(self.graph.fn(function_id), index)}
 
     def _calls_in_loop(self, function_id: str, index: int) -> Iterable[str]:
+        """The project functions that calls in loop ``index`` run. ``it = gen(...)`` runs none
+        of a generator's body: it only makes the iterator (x-transformers builds one
+        ``cycle(loader)`` per validation length in a loop that is no epoch loop); the loop
+        that draws from it is the one that runs it."""
+        fn = self.graph.fn(function_id)
+        assigns = {c.stmt for c in fn.calls if c.stmt_kind == "assign"}  # also ``it = wrap(gen(...))``
         for call, targets in self.graph.calls_with_targets(function_id):
             if index in call.loops:
+                if call.stmt in assigns:
+                    targets = [t for t in targets if not self.graph.fn(t).is_generator]
                 yield from targets
 
     def _functions_reaching(self, targets: set[str]) -> set[str]:

@@ -157,6 +157,38 @@ class PipelinePhases(Pass):
             "    loader = DataLoader(datasets.MNIST('data', train=False), batch_size=64)\n    model.eval()\n"
             "    with torch.no_grad():\n        for x, y in loader:\n            model(x)\n",
         ),
+        Case(
+            # a training loop with an evaluation batch loop inside (x-transformers): one train phase
+            # around the outer loop, the evaluate phase on the inference block; none of its own
+            # for the inner loop (a train phase inside the evaluate phase)
+            'import torch\nfrom torch.utils.data import DataLoader\n\nGRADIENT_ACCUMULATE_EVERY = 2\n\n\n'
+            'def cycle(loader):\n    while True:\n        for data in loader:\n            yield data\n\n\n'
+            'model = torch.nn.Linear(4, 1)\noptim = torch.optim.Adam(model.parameters())\n'
+            'train_loader = DataLoader(torch.randn(64, 4), batch_size=4)\ntrain_loader = cycle(train_loader)\n'
+            'val_loaders = {}\nfor length in (2, 4):\n'
+            '    val_loader = DataLoader(torch.randn(16, 4), batch_size=length)\n'
+            '    val_loaders[length] = cycle(val_loader)\n\nfor i in range(10):\n    model.train()\n'
+            '    for _ in range(GRADIENT_ACCUMULATE_EVERY):\n        data = next(train_loader)\n'
+            '        model(data).sum().backward()\n        optim.step()\n        optim.zero_grad()\n'
+            '    if i % 5 == 0:\n        model.eval()\n        with torch.inference_mode():\n'
+            '            for length in (2, 4):\n                val_loader = val_loaders[length]\n'
+            '                val_data = next(val_loader)\n                print(model(val_data).sum().item())\n',
+            'from dftracer.python import ai\nimport torch\nfrom torch.utils.data import DataLoader\n\n'
+            'GRADIENT_ACCUMULATE_EVERY = 2\n\n\ndef cycle(loader):\n    while True:\n'
+            '        for data in loader:\n            yield data\n\n\nmodel = torch.nn.Linear(4, 1)\n'
+            'optim = torch.optim.Adam(model.parameters())\n'
+            'train_loader = DataLoader(torch.randn(64, 4), batch_size=4)\ntrain_loader = cycle(train_loader)\n'
+            'val_loaders = {}\nfor length in (2, 4):\n'
+            '    val_loader = DataLoader(torch.randn(16, 4), batch_size=length)\n'
+            '    val_loaders[length] = cycle(val_loader)\n\nai.pipeline.train.start()\nfor i in range(10):\n'
+            '    model.train()\n    for _ in range(GRADIENT_ACCUMULATE_EVERY):\n'
+            '        data = next(train_loader)\n        model(data).sum().backward()\n        optim.step()\n'
+            '        optim.zero_grad()\n    if i % 5 == 0:\n        model.eval()\n'
+            '        with ai.pipeline.evaluate:\n            with torch.inference_mode():\n'
+            '                for length in (2, 4):\n                    val_loader = val_loaders[length]\n'
+            '                    val_data = next(val_loader)\n'
+            '                    print(model(val_data).sum().item())\nai.pipeline.train.stop()\n',
+        ),
     ]
 
     def run(self, ctx) -> None:
@@ -164,7 +196,10 @@ class PipelinePhases(Pass):
         graph = ctx.analysis("callgraph")
         candidates: dict[str, tuple[str, str]] = {}
         for function_id in graph.functions:
-            batch = [f for f in loops.loops_of(function_id) if f.kind == "batch" and not f.yields_batches]
+            # a batch loop inside another (x-transformers' validation over several lengths every
+            # k steps) is in that loop's phase; the evaluate block around it is _predictions'
+            batch = [f for f in loops.loops_of(function_id) if f.kind == "batch" and not f.yields_batches
+                     and loops.enclosing(f, "batch") is None]
             if not batch:
                 continue
             found = phase_of(graph, loops, function_id, batch)

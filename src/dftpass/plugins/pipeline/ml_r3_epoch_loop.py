@@ -47,6 +47,21 @@ class EpochLoop(Pass):
         "from dftracer.logger import ai as prof\n\n\ndef train(model, loader):\n    for x in loader:\n"
         "        model(x)\n\n\ndef main(model, loader):\n"
         "    for epoch in prof.pipeline.epoch.iter(range(3), include_iter=False):\n        train(model, loader)\n",
+        # x-transformers: the loop that makes one cycle(loader) per validation length runs none
+        # of the generator (``it = gen()`` only makes it): no epoch loop; nor the training loop,
+        # which takes its batches itself
+        'import torch\nfrom torch.utils.data import DataLoader\n\nGRADIENT_ACCUMULATE_EVERY = 2\n\n\n'
+        'def cycle(loader):\n    while True:\n        for data in loader:\n            yield data\n\n\n'
+        'model = torch.nn.Linear(4, 1)\noptim = torch.optim.Adam(model.parameters())\n'
+        'train_loader = DataLoader(torch.randn(64, 4), batch_size=4)\ntrain_loader = cycle(train_loader)\n'
+        'LENGTHS = (2, 4)\nval_loaders = {}\nfor length in LENGTHS:\n'
+        '    val_loader = DataLoader(torch.randn(16, 4), batch_size=length)\n'
+        '    val_loaders[length] = cycle(val_loader)\n\nfor i in range(10):\n    model.train()\n'
+        '    for _ in range(GRADIENT_ACCUMULATE_EVERY):\n        data = next(train_loader)\n'
+        '        model(data).sum().backward()\n        optim.step()\n        optim.zero_grad()\n'
+        '    if i % 5 == 0:\n        model.eval()\n        with torch.inference_mode():\n'
+        '            for length in LENGTHS:\n                val_loader = val_loaders[length]\n'
+        '                val_data = next(val_loader)\n                print(model(val_data).sum().item())\n',
     ]
     INVALID = [
         Case(

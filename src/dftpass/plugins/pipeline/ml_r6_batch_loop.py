@@ -39,7 +39,8 @@ class BatchLoop(Pass):
         whose fetch it cannot find, it says so and why, and places nothing: the batch comes
         from ``next()`` of an iterator built outside the project, a parameter no caller
         passes, an object that is no loader it knows (warnings), or no call in the loop
-        fetches anything (a note: full-batch training, or a producer it does not know).
+        fetches anything (a note: full-batch training, or a producer it does not know). A
+        model's own loops (sampling in its ``generate``) draw no batches and get neither.
 
     Why:
         ``fetch.iter`` writes two events per batch: ``fetch.iter``, the time the training
@@ -112,6 +113,12 @@ class BatchLoop(Pass):
             "        model(X).sum().backward()\n        opt.step()\n",
             findings=(Expect("info", "full-batch training, or a batch producer it does not know", line=5),),
         ),
+        # a model's own sampling loop (x-transformers' ``generate``) draws no batches: nothing
+        # to place and nothing to say
+        'import torch\n\n\nclass Sampler(torch.nn.Module):\n    def __init__(self):\n'
+        '        super().__init__()\n        self.net = torch.nn.Linear(4, 4)\n\n    @torch.no_grad()\n'
+        '    def generate(self, seq, steps):\n        for t in zip(range(steps), reversed(range(steps))):\n'
+        '            seq = self.net(seq)\n        return seq\n',
     ]
     INVALID = [
         Case(
@@ -259,6 +266,38 @@ class BatchLoop(Pass):
             "def train(model, opt, inp):\n    model(inp.float()).sum().backward()\n    opt.step()\n\n\n"
             "def main(model, opt):\n    for it in range(100):\n        train(model, opt, random_chunk(8))\n",
         ),
+        Case(
+            # x-transformers' length-extrapolation script: the training loop takes next() of a
+            # cycle() over a loader (rebound at module level) in its accumulation loop, and every k
+            # steps evaluates next() of one cycle() per length in a loop of its own: both fetch
+            'import torch\nfrom torch.utils.data import DataLoader\n\nGRADIENT_ACCUMULATE_EVERY = 2\n\n\n'
+            'def cycle(loader):\n    while True:\n        for data in loader:\n            yield data\n\n\n'
+            'model = torch.nn.Linear(4, 1)\noptim = torch.optim.Adam(model.parameters())\n'
+            'train_loader = DataLoader(torch.randn(64, 4), batch_size=4)\ntrain_loader = cycle(train_loader)\n'
+            'val_loaders = {}\nfor length in (2, 4):\n'
+            '    val_loader = DataLoader(torch.randn(16, 4), batch_size=length)\n'
+            '    val_loaders[length] = cycle(val_loader)\n\nfor i in range(10):\n    model.train()\n'
+            '    for _ in range(GRADIENT_ACCUMULATE_EVERY):\n        data = next(train_loader)\n'
+            '        model(data).sum().backward()\n        optim.step()\n        optim.zero_grad()\n'
+            '    if i % 5 == 0:\n        model.eval()\n        with torch.inference_mode():\n'
+            '            for length in (2, 4):\n                val_loader = val_loaders[length]\n'
+            '                val_data = next(val_loader)\n                print(model(val_data).sum().item())\n',
+            'from dftracer.python import ai\nimport torch\nfrom torch.utils.data import DataLoader\n\n'
+            'GRADIENT_ACCUMULATE_EVERY = 2\n\n\ndef cycle(loader):\n    while True:\n'
+            '        for data in loader:\n            yield data\n\n\nmodel = torch.nn.Linear(4, 1)\n'
+            'optim = torch.optim.Adam(model.parameters())\n'
+            'train_loader = DataLoader(torch.randn(64, 4), batch_size=4)\ntrain_loader = cycle(train_loader)\n'
+            'val_loaders = {}\nfor length in (2, 4):\n'
+            '    val_loader = DataLoader(torch.randn(16, 4), batch_size=length)\n'
+            '    val_loaders[length] = cycle(val_loader)\n\nfor i in range(10):\n    model.train()\n'
+            '    for _ in range(GRADIENT_ACCUMULATE_EVERY):\n        ai.dataloader.fetch.start()\n'
+            '        data = next(train_loader)\n        ai.dataloader.fetch.stop()\n'
+            '        model(data).sum().backward()\n        optim.step()\n        optim.zero_grad()\n'
+            '    if i % 5 == 0:\n        model.eval()\n        with torch.inference_mode():\n'
+            '            for length in (2, 4):\n                val_loader = val_loaders[length]\n'
+            '                ai.dataloader.fetch.start()\n                val_data = next(val_loader)\n'
+            '                ai.dataloader.fetch.stop()\n                print(model(val_data).sum().item())\n',
+        ),
     ]
 
     def run(self, ctx) -> None:
@@ -325,6 +364,9 @@ class BatchLoop(Pass):
                 continue
             if any(fn.yields):
                 continue  # a generator's loop: its consumer has the steps
+            owner = graph.class_of_method(function_id)
+            if owner is not None and graph.is_module_class(owner):
+                continue  # a model's own loop (a sampling loop in ``generate``): it draws no batches
             why, severity = self._why_unfed(graph, function_id, fn, facts, self._flow_breaks(loops, facts))
             ctx.report(Finding(self.id, f"no batch fetch placed for the step in the loop at line {facts.loop.line}: "
                                f"{why}", fs.relpath, facts.loop.line, facts.loop.col, severity))

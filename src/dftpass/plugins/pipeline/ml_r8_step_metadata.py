@@ -172,6 +172,38 @@ class StepMetadata(Pass):
             "            ai.compute.update(step=step); ai.dataloader.update(step=step); ai.device.update(step=step)\n"
             "        y = model(x); print(y)\n",
         ),
+        Case(
+            # the evaluation loop inside the training loop tells no step: its index would stay
+            # on the training step's later events
+            'import torch\nfrom torch.utils.data import DataLoader\n\nGRADIENT_ACCUMULATE_EVERY = 2\n\n\n'
+            'def cycle(loader):\n    while True:\n        for data in loader:\n            yield data\n\n\n'
+            'model = torch.nn.Linear(4, 1)\noptim = torch.optim.Adam(model.parameters())\n'
+            'train_loader = DataLoader(torch.randn(64, 4), batch_size=4)\ntrain_loader = cycle(train_loader)\n'
+            'val_loaders = {}\nfor length in (2, 4):\n'
+            '    val_loader = DataLoader(torch.randn(16, 4), batch_size=length)\n'
+            '    val_loaders[length] = cycle(val_loader)\n\nfor i in range(10):\n    model.train()\n'
+            '    for _ in range(GRADIENT_ACCUMULATE_EVERY):\n        data = next(train_loader)\n'
+            '        model(data).sum().backward()\n        optim.step()\n        optim.zero_grad()\n'
+            '    if i % 5 == 0:\n        model.eval()\n        with torch.inference_mode():\n'
+            '            for length in (2, 4):\n                val_loader = val_loaders[length]\n'
+            '                val_data = next(val_loader)\n                print(model(val_data).sum().item())\n',
+            'from dftracer.python import ai, env as _dft_env\nimport torch\n'
+            'from torch.utils.data import DataLoader\n\nGRADIENT_ACCUMULATE_EVERY = 2\n\n\ndef cycle(loader):\n'
+            '    while True:\n        for data in loader:\n            yield data\n\n\n'
+            'model = torch.nn.Linear(4, 1)\noptim = torch.optim.Adam(model.parameters())\n'
+            'train_loader = DataLoader(torch.randn(64, 4), batch_size=4)\ntrain_loader = cycle(train_loader)\n'
+            'val_loaders = {}\nfor length in (2, 4):\n'
+            '    val_loader = DataLoader(torch.randn(16, 4), batch_size=length)\n'
+            '    val_loaders[length] = cycle(val_loader)\n\nfor i in range(10):\n'
+            '    if _dft_env.DFTRACER_ENABLE:\n'
+            '        ai.compute.update(step=i); ai.dataloader.update(step=i); ai.device.update(step=i)\n'
+            '    model.train()\n    for _ in range(GRADIENT_ACCUMULATE_EVERY):\n'
+            '        data = next(train_loader)\n        model(data).sum().backward()\n        optim.step()\n'
+            '        optim.zero_grad()\n    if i % 5 == 0:\n        model.eval()\n'
+            '        with torch.inference_mode():\n            for length in (2, 4):\n'
+            '                val_loader = val_loaders[length]\n                val_data = next(val_loader)\n'
+            '                print(model(val_data).sum().item())\n',
+        ),
     ]
 
     def run(self, ctx) -> None:
@@ -187,10 +219,11 @@ class StepMetadata(Pass):
         for facts in loops.of_kind("batch"):
             if self._has_update(graph, facts) or facts.yields_batches:
                 continue  # a generator handing batches on: its consumer's loop counts the steps
-            if costs.of(facts.function).hot == "step":
+            if costs.of(facts.function).hot == "step" or loops.enclosing(facts, "batch") is not None:
                 # a loop that runs inside another loop's step (nanoGPT's and makemore's
-                # evaluation every N steps): its batch index would stay on the training step's
-                # later events; the training loop's step is the one to keep
+                # evaluation every N steps, or x-transformers' inside the training loop itself):
+                # its batch index would stay on the training step's later events; the training
+                # loop's step is the one to keep
                 continue
             if any(self._has_update(graph, f) for feeder in facts.feeders for f in loops.loops_of(feeder)
                    if f.yields_batches):
