@@ -73,6 +73,12 @@ def test_in_place_keeps_a_backup(cli, project):
     [backup] = list((root / ".dftpass" / "backup").rglob("train.py"))
     assert backup.read_text() == TRAIN
     assert cli("plan", root).out.strip() == ""  # idempotent in place too
+    # running again changes nothing, and the patch still says what the first run wrote
+    patch = root / ".dftpass" / "patches" / "annotation.patch"
+    first = patch.read_bytes()
+    assert b"+++ b/train.py" in first
+    assert cli("run", root, "--in-place").code == 0
+    assert patch.read_bytes() == first
 
 
 def test_out_must_not_clobber_a_folder_that_is_not_ours(cli, project, tmp_path):

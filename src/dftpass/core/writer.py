@@ -176,7 +176,11 @@ def _new_backup_dir(root: Path) -> Path:
 
 def _write_state(result: AnnotateResult, root: Path) -> None:
     state = root / STATE_DIR
-    atomic_write(state / "patches" / "annotation.patch", result.diff_bytes(), root)
+    patch = state / "patches" / "annotation.patch"
+    if result.changed() or not patch.is_file():
+        # a run that changes nothing (annotating the annotated project again) keeps the patch
+        # of the run that did: it is what a user reads to see what dftpass wrote
+        atomic_write(patch, result.diff_bytes(), root)
     atomic_write(state / "report.json", json.dumps(report_dict(result), indent=2).encode("utf-8"), root)
     # what earlier runs wrote into the project (an annotated tree annotated again) stays on record
     records = Records.read(result.root / STATE_DIR) or Records()
