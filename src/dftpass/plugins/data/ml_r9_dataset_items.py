@@ -6,7 +6,7 @@ from dftpass.api import (
     Case, dataset_sample_readers, Finding, function_region, has_region, image_size, iterable_sample_spans, Pass, PassKind,
     per_sample_functions, sample_readers, Severity, WrapStmt,
 )
-# the recognisers live in knowledge.py (ML-R25 and ML-R27 need the same data path); the names
+# the recognisers live in knowledge/data.py (ML-R25 and ML-R27 need the same data path); the names
 # stay importable from here
 
 
