@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dftpass.api import (
-    Case, Decorate, DFT_FN_MAGIC_NAMES, Expect, Finding, GENERIC_DECORATORS, module_loggers, Pass, PassKind,
+    Case, Decorate, Expect, Finding, GENERIC_DECORATORS, module_loggers, Pass, PassKind,
     region_of, RULES_THAT_PLACE, Severity, WrapBody,
 )
 
@@ -32,9 +32,12 @@ class SafePlacement(Pass):
         - the same ``ai`` node nested in itself: a function with region X whose body has
           ``with X:`` or that calls a function with region X (``ai`` nodes are not
           re-entrant: the outer event is lost; a warning);
-        - ``dft_fn``'s ``.log`` on a function with a parameter named ``epoch``, ``step``,
-          ``image_idx`` or ``image_size``: dftracer converts its value to a number on every
-          call with tracing on, and ``None`` or a string raises in the user's code (an error).
+        - ``dft_fn``'s ``.log`` where it would raise: dftracer converts the arguments and
+          ``self`` attributes named ``epoch``, ``step``, ``image_idx`` and ``image_size`` to
+          numbers on every call with tracing on, and ``None``, a string or a method raises in
+          the user's code (an error, naming the default, the call or the class that gives
+          it). The answer is the ``log_safety`` analysis's, the one ML-R19 places by: a
+          parameter every call in the project gives a number is safe.
 
     Why:
         Each of these was seen in hand-annotated projects and in the peer tool's output
@@ -57,7 +60,7 @@ class SafePlacement(Pass):
     id = "ML-R22"
     title = "Safe placement"
     kind = PassKind.CHECK
-    requires = ("callgraph",)
+    requires = ("callgraph", "log_safety")
     after = RULES_THAT_PLACE
     tags = ("safety",)
 
@@ -67,6 +70,11 @@ class SafePlacement(Pass):
         "from dftracer.python import dft_fn\n\ndlp = dft_fn('m', name='m')\n\n\nclass M:\n    @staticmethod\n"
         "    @dlp.log_static\n    def build(n):\n        return n\n",
         "from dftracer.python import ai\n\n\nasync def load(x):\n    with ai.data.item:\n        return x\n",
+        # DLIO's readers: a step parameter every call in the project gives a number is safe, as
+        # ML-R19 decides before it places @dlp.log (one answer: the log_safety analysis)
+        "from dftracer.python import dft_fn\n\ndlp = dft_fn('reader', name='reader')\n\n\nclass Reader:\n"
+        "    @dlp.log\n    def read_index(self, image_idx, step):\n        return image_idx * step\n\n\n"
+        "def run(reader, n):\n    for step in range(n):\n        reader.read_index(step % 4, step + 1)\n",
     ]
     INVALID = [
         Case(
@@ -90,10 +98,19 @@ class SafePlacement(Pass):
             "def evaluate(model, step=None):\n    return model\n",
             findings=(Expect("error", "parameter step", line=7),),
         ),
+        Case(
+            # a caller passes None, and a class with a step() method: dft_fn.log raises on both
+            "from dftracer.python import dft_fn\n\ndlp = dft_fn('m', name='m')\n\n\n@dlp.log\n"
+            "def save(path, step):\n    return path\n\n\nclass Sched:\n    def step(self):\n        pass\n\n"
+            "    @dlp.log\n    def state(self):\n        return {}\n\n\nsave('a.pt', None)\n",
+            findings=(Expect("error", "<module> (line 20) passes None as its parameter step", line=7),
+                      Expect("error", "Sched.step is a method", line=16)),
+        ),
     ]
 
     def run(self, ctx) -> None:
         graph = ctx.analysis("callgraph")
+        self._safety = ctx.analysis("log_safety")
         nodes: dict[str, set[str]] = {}  # function id -> ai nodes of its regions
         for function_id, (fs, fn) in graph.functions.items():
             loggers = module_loggers(fs)
@@ -103,7 +120,7 @@ class SafePlacement(Pass):
                     continue
                 self._order(ctx, fs, fn, d, fn.decorators[k + 1:], region)
                 self._coroutine(ctx, fs, fn, f"@{d}", region)
-                self._magic(ctx, fs, fn, f"@{d}", region)
+                self._magic(ctx, fs, fn, function_id, f"@{d}", region)
                 if not region.startswith(("dft_fn", "dftracer")):
                     nodes.setdefault(function_id, set()).add(region)
             for w in fn.withs:
@@ -145,13 +162,14 @@ class SafePlacement(Pass):
                                f"the creation of the {what}; put a `with` region inside the body",
                                fs.relpath, fn.line, fn.col, Severity.WARNING))
 
-    def _magic(self, ctx, fs, fn, where: str, region: str) -> None:
+    def _magic(self, ctx, fs, fn, function_id: str, where: str, region: str) -> None:
         if not region.startswith("dft_fn.") or region.rsplit(".", 1)[-1] not in GENERIC_DECORATORS:
             return
-        for name in sorted(set(fn.params) & set(DFT_FN_MAGIC_NAMES)):
-            ctx.report(Finding(self.id, f"{where} on {fn.qualname}, which has a parameter {name}: with tracing on, "
-                               f"dft_fn.log converts its value to a number on every call and raises when it is "
-                               f"None or not a number; use an `ai` region instead (it reads no arguments)",
+        why = self._safety.unsafe(function_id)  # the answer ML-R19 placed its own regions by
+        if why:
+            ctx.report(Finding(self.id, f"{where} on {fn.qualname}: with tracing on, dft_fn.log reads the "
+                               f"arguments and attributes named epoch, step, image_idx and image_size as numbers, "
+                               f"and {why}; use an `ai` region instead (it reads no arguments)",
                                fs.relpath, fn.line, fn.col, Severity.ERROR))
 
     def _nested(self, ctx, fs, fn, node: str, how: str) -> None:

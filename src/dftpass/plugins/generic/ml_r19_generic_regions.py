@@ -5,7 +5,7 @@ from __future__ import annotations
 import attrs
 
 from dftpass.api import (
-    Case, Decorate, DFT_FN_MAGIC_NAMES, does_io, FileSummary, FunctionSummary, InsertBefore, is_top_level_model,
+    Case, Decorate, does_io, FileSummary, FunctionSummary, InsertBefore, is_top_level_model,
     MODULE_SCOPE, needs_body_region, Pass, PassKind, recognize, RULES_THAT_PLACE, run_by_loaders, top_level_line,
     WrapBody,
 )
@@ -13,8 +13,6 @@ from dftpass.api import (
 #: decorators of functions that do not run as Python (ML-R23): their caller is timed instead
 COMPILED_DECORATORS = frozenset({"jit", "njit", "vectorize", "guvectorize", "cfunc", "stencil", "script",
                                  "function", "compile", "pmap", "cython", "ccall", "cfunc"})
-#: library bases whose instances have a ``step`` or ``epoch`` that is not a number
-MAGIC_BASES = ("Optimizer", "LRScheduler", "_LRScheduler", "ReduceLROnPlateau", "GradScaler")
 #: dunder methods worth a region (the others are protocol glue: ``__len__``, ``__repr__``...)
 DUNDERS = ("__init__", "__call__")
 #: every other rule that places regions: ML-R19 takes what they leave
@@ -285,7 +283,7 @@ class GenericRegions(Pass):
     id = "ML-R19"
     title = "Generic regions"
     kind = PassKind.TRANSFORM
-    requires = ("callgraph", "loops", "cost", "programs")
+    requires = ("callgraph", "loops", "cost", "programs", "log_safety")
     after = OTHER_RULES
     tags = ("generic",)
     Options = GenericOptions
@@ -395,6 +393,7 @@ class GenericRegions(Pass):
         graph = ctx.analysis("callgraph")
         costs = ctx.analysis("cost")
         programs = ctx.analysis("programs")
+        safety = ctx.analysis("log_safety")
         reach: set[str] = set()
         for program in programs.instrumented():
             reach |= programs.reach(program.entry)
@@ -413,8 +412,8 @@ class GenericRegions(Pass):
                 annotated[fs.relpath] = _uses_dftracer(fs)
             if annotated[fs.relpath] or (fs.relpath, fn.stmt) in claimed or _has_any_region(fs, fn):
                 continue
-            if _unsuitable(graph, function_id, fs, fn):
-                continue
+            if _unsuitable(graph, function_id, fs, fn) or not safety.safe(function_id):
+                continue  # ML-R22 asks log_safety the same question of every dft_fn decorator
             cost = costs.of(function_id)
             runs = f"runs {'per ' + cost.hot if cost.hot != 'once' else 'per epoch or less'}"
             seam = seams.get(function_id)
@@ -601,67 +600,9 @@ def _unsuitable(graph, function_id: str, fs: FileSummary, fn: FunctionSummary) -
         return True  # defined before the imports dftpass adds
     if any(d.split("(", 1)[0].rsplit(".", 1)[-1] in COMPILED_DECORATORS for d in fn.decorators):
         return True
-    if not _magic_parameters_are_numbers(graph, function_id, fn):
-        return True
     if fn.cls:
         class_id = f"{fs.relpath}::{fn.cls}"
         if fn.name == "__init__" and class_id in graph.classes and graph.is_module_class(class_id) \
                 and not is_top_level_model(graph, class_id):
             return True  # a model's block: built by its model, whose construction is the region
-        if class_id in graph.classes:
-            related = set(graph.mro(class_id)) | set(graph.subclasses(class_id))
-            for cid in related:
-                _, cs = graph.classes[cid]
-                if set(cs.methods) & set(DFT_FN_MAGIC_NAMES):
-                    return True  # ``self.step`` is a method: never a number
-                if not all(_numeric(v) for name in set(cs.attr_values) & set(DFT_FN_MAGIC_NAMES)
-                           for v in cs.attr_values[name]):
-                    return True
-            if any(b.rsplit(".", 1)[-1] in MAGIC_BASES for b in graph.external_bases(class_id)):
-                return True
     return False
-
-
-#: values that are never numbers: ``int()`` of them raises inside ``dft_fn.log``
-_NOT_NUMBERS = ("<none>", "<str>", "<list>", "<tuple>", "<dict>", "<set>", "<lambda>", "<generator>")
-#: calls whose result is a number
-_NUMBER_CALLS = ("int()", "len()", "round()", "float()", "abs()", "min()", "max()", "sum()")
-
-
-def _numeric(value: str | None) -> bool:
-    """Whether ``dft_fn.log`` can take this value (the text of an expression) as a number:
-    a numeric literal, a name or attribute the program computes (a counter, a parameter), a
-    compound expression (arithmetic: its text is None), a call known to give a number. Not
-    ``None``, a string or a container literal, nor another call's result."""
-    if value is None:
-        return True
-    if value in _NOT_NUMBERS or value[:1] in "'\"":
-        return False
-    if value.endswith("()"):
-        return value.rsplit(".", 1)[-1] in _NUMBER_CALLS or value.startswith("math.")
-    return True
-
-
-def _magic_parameters_are_numbers(graph, function_id: str, fn: FunctionSummary) -> bool:
-    """``dft_fn.log`` converts a parameter named ``epoch``, ``step``, ``image_idx`` or
-    ``image_size`` to a number on every call, and a default replaces the value passed: the
-    default must be a number, and no call in the project may pass ``None`` or a string."""
-    magic = set(fn.params) & set(DFT_FN_MAGIC_NAMES)
-    if not magic:
-        return True
-    if any(name in fn.defaults and fn.defaults[name] != "<number>" and not _is_number_text(fn.defaults[name])
-           for name in magic):
-        return False
-    bound = graph.is_bound_method(function_id)
-    for _, call in graph.call_sites_of(function_id):
-        for name in magic:
-            position = fn.positional.index(name) - (1 if bound else 0) if name in fn.positional else None
-            passed = dict(call.keywords).get(name, call.args[position] if position is not None and
-                                              0 <= position < len(call.args) else "")
-            if name in call.nones or (position in call.nones) or not _numeric(passed):
-                return False
-    return True
-
-
-def _is_number_text(text: str | None) -> bool:
-    return bool(text) and text.lstrip("-").replace(".", "", 1).isdigit()
