@@ -647,6 +647,13 @@ def is_derived(fs: FileSummary, text: str | None, path: str) -> bool:
     return recognize(fs, text) == f"{path}.derive()"
 
 
+def is_tracing_test(text: str | None) -> bool:
+    """The test of an ``if`` that runs only while this process traces, as dftpass writes it
+    (:meth:`FileNames.when_tracing`, :meth:`FileNames.metadata`): ``env.DFTRACER_ENABLE``,
+    ``dftracer.get_instance().logger is not None``."""
+    return bool(text) and (text.endswith(f".{ENV_ENABLE}") or text.endswith(".get_instance().logger"))
+
+
 def is_metadata_call(callee: str) -> bool:
     """``x.log_metadata_event(...)`` on any tracer object (``dftracer.get_instance()``, a
     ``log`` that ``initialize_log`` returned): the method name is dftracer's alone."""

@@ -194,6 +194,10 @@ class FunctionSummary:
     yields: tuple[tuple[str | None, tuple[int, ...], bool], ...] = ()
     #: the statement that holds each yield, in the order of ``yields``
     yield_stmts: tuple[StmtPath, ...] = ()
+    #: each ``if`` statement: its path, the dotted text of its test (of the first operand of
+    #: a comparison or an ``and``), and how many statements it holds, itself included (the
+    #: cost model leaves out dftpass's own ``if <tracing is on>:`` blocks)
+    if_tests: tuple[tuple[StmtPath, str | None, int], ...] = ()
 
     @property
     def is_module(self) -> bool:
@@ -292,6 +296,19 @@ def _yielded(node: ast.AST | None) -> str | None:
         parts = [dotted(e) for e in node.elts]
         return sys.intern(", ".join(p or "?" for p in parts)) if any(parts) else None
     return dotted(node)
+
+
+def _first_operand(test: ast.expr) -> ast.expr:
+    """``a`` of ``a is not None``, ``a and b``, ``not a``: what an ``if`` tests first."""
+    while True:
+        if isinstance(test, ast.Compare):
+            test = test.left
+        elif isinstance(test, ast.BoolOp) and test.values:
+            test = test.values[0]
+        elif isinstance(test, ast.UnaryOp):
+            test = test.operand
+        else:
+            return test
 
 
 def dotted(node: ast.AST | None) -> str | None:
@@ -502,6 +519,7 @@ class _Builder:
         fn.withs = tuple(walker.all_withs)
         fn.yields = tuple(walker.yields)
         fn.yield_stmts = tuple(walker.yield_stmts)
+        fn.if_tests = tuple(walker.if_tests)
         return fn
 
     def class_(self, node: ast.ClassDef, qualname: str, path: StmtPath) -> None:
@@ -543,6 +561,7 @@ class _FunctionWalker:
         self.all_withs: list[str] = []
         self.yields: list[tuple[str | None, tuple[int, ...], bool]] = []
         self.yield_stmts: list[StmtPath] = []
+        self.if_tests: list[tuple[StmtPath, str | None, int]] = []
 
     def block(self, stmts: list[ast.stmt], owner: StmtPath, field: str,
               loops: tuple[int, ...], withs: tuple[str, ...], guard: bool) -> None:
@@ -598,10 +617,13 @@ class _FunctionWalker:
             self._assign(stmt, path)
 
         inner_loops = loops + (loop_index,) if loop_index is not None else loops
+        before = fn.n_stmts
         for field, block in _blocks(stmt):
             in_loop_body = loop_index is not None and field == "body"
             self.block(block, path, field, inner_loops if in_loop_body else loops,
                        inner_withs, guard or is_guard)
+        if isinstance(stmt, ast.If):
+            self.if_tests.append((path, dotted(_first_operand(stmt.test)), fn.n_stmts - before + 1))
 
     def _expressions(self, exprs, stmt: ast.stmt, path: StmtPath, loops, withs, guard) -> None:
         fn = self.fn

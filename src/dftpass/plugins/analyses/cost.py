@@ -31,6 +31,7 @@ from __future__ import annotations
 import attrs
 
 from dftpass.core.callgraph import CallGraph
+from dftpass.core.emitter import is_tracing_test
 from dftpass.core.loops import LoopAnalysis
 from dftpass.core.passes import Pass, PassKind
 from dftpass.core.summary import FileSummary, FunctionSummary
@@ -109,16 +110,21 @@ def _kind_of_call(graph: CallGraph, fs: FileSummary, fn: FunctionSummary, call) 
 def score(graph: CallGraph, function_id: str) -> tuple[int, tuple[tuple[str, int], ...]]:
     """The static score of a function's own body (see the module docstring)."""
     fs, fn = graph.functions[function_id]
+    # dftpass's own ``if <tracing is on>:`` blocks (step metadata, logged parameters) are not
+    # the function's work: counted, a second run would find more to annotate than the first
+    own = [(path, n) for path, test, n in fn.if_tests if is_tracing_test(test)]
+    calls = [c for c in fn.calls if not any(c.stmt[:len(p)] == p for p, _ in own)]
+    loops = [lp for lp in fn.loops if not any(lp.stmt[:len(p)] == p for p, _ in own)]
     counts: dict[str, int] = {}
-    for call in fn.calls:
+    for call in calls:
         kind = _kind_of_call(graph, fs, fn, call)
         if kind:
             counts[kind] = counts.get(kind, 0) + 1
     parts = [(k, w * min(counts.get(k, 0), PER_KIND_CAP)) for k, w in WEIGHTS.items()]
-    parts.append(("loops", LOOP_WEIGHT * len(fn.loops)))
-    work_calls = [c for c in fn.calls if c.method not in CHEAP_METHODS and c.method not in facts(graph).log_methods]
+    parts.append(("loops", LOOP_WEIGHT * len(loops)))
+    work_calls = [c for c in calls if c.method not in CHEAP_METHODS and c.method not in facts(graph).log_methods]
     parts.append(("calls", min(CALL_WEIGHT * len(work_calls), MAX_CALL_POINTS)))
-    parts.append(("size", min(fn.n_stmts // 2, MAX_SIZE_POINTS)))
+    parts.append(("size", min((fn.n_stmts - sum(n for _, n in own)) // 2, MAX_SIZE_POINTS)))
     return sum(v for _, v in parts), tuple(parts)
 
 

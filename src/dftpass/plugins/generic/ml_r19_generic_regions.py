@@ -387,6 +387,37 @@ class GenericRegions(Pass):
             "            await asyncio.sleep(0)\n            with open(p) as f:\n                out.append(json.load(f))\n"
             "        return out\n\n\ndef main():\n    asyncio.run(fetch_all(['a']))\n" + _MAIN,
         ),
+        Case(
+            # the parameters block an earlier run wrote into get_args is dftpass's, not the function's
+            # work: get_args stays under the threshold, as on the first run (idempotence)
+            'import json\nfrom argparse import ArgumentParser\n\nimport torch\n'
+            'from dftracer.python import dftracer\n\n\ndef get_args():\n    parser = ArgumentParser()\n'
+            "    parser.add_argument('--epochs', type=int, default=5)\n"
+            "    parser.add_argument('--lr', type=float, default=0.1)\n"
+            "    parser.add_argument('--batch_size', type=int, default=32)\n    args = parser.parse_args()\n"
+            '    if dftracer.get_instance().logger is not None:\n        try:\n'
+            '            for _dft_key, _dft_value in vars(args).items():\n'
+            '                dftracer.get_instance().log_metadata_event(\n'
+            '                    json.dumps(f"args.{_dft_key}")[1:-1], json.dumps(str(_dft_value)[:1024])[1:-1])\n'
+            '        except Exception:\n            pass\n    return args\n\n\ndef main():\n'
+            '    args = get_args()\n    w = torch.zeros(1, requires_grad=True)\n'
+            '    for _ in range(args.epochs):\n        (w * args.lr).sum().backward()\n\n\n'
+            "if __name__ == '__main__':\n    main()\n",
+            'import json\nfrom argparse import ArgumentParser\n\nimport torch\n'
+            'from dftracer.python import dftracer, dft_fn\ndlp = dft_fn("train", name="train")\n\n\n'
+            'def get_args():\n    parser = ArgumentParser()\n'
+            "    parser.add_argument('--epochs', type=int, default=5)\n"
+            "    parser.add_argument('--lr', type=float, default=0.1)\n"
+            "    parser.add_argument('--batch_size', type=int, default=32)\n    args = parser.parse_args()\n"
+            '    if dftracer.get_instance().logger is not None:\n        try:\n'
+            '            for _dft_key, _dft_value in vars(args).items():\n'
+            '                dftracer.get_instance().log_metadata_event(\n'
+            '                    json.dumps(f"args.{_dft_key}")[1:-1], json.dumps(str(_dft_value)[:1024])[1:-1])\n'
+            '        except Exception:\n            pass\n    return args\n\n\n@dlp.log\ndef main():\n'
+            '    args = get_args()\n    w = torch.zeros(1, requires_grad=True)\n'
+            '    for _ in range(args.epochs):\n        (w * args.lr).sum().backward()\n\n\n'
+            "if __name__ == '__main__':\n    main()\n",
+        ),
     ]
 
     def run(self, ctx) -> None:

@@ -105,7 +105,7 @@ class AppMetadata(Pass):
     id = "ML-R20"
     title = "App metadata"
     kind = PassKind.TRANSFORM
-    requires = ("callgraph", "programs")
+    requires = ("callgraph", "programs", "loops")
     after = ("ML-R1",)
     tags = ("lifecycle", "metadata")
 
@@ -125,6 +125,12 @@ class AppMetadata(Pass):
              files={"settings.py": "import argparse\n\nparser = argparse.ArgumentParser()\n"
                                    "parser.add_argument('--lr', type=float)\nargs = parser.parse_args()\n"},
              findings=(Expect("info", "parsed when settings.py is imported"),)),
+        # a config dataclass built in a helper no training loop reaches is a part's settings
+        # (open_clip's AudioAugmentationCfg() in an audio transform), not the program's
+        "import dataclasses\n\nimport torch\n\n\n@dataclasses.dataclass\nclass AugmentCfg:\n    p: float = 0.5\n\n\n"
+        "def make_transform():\n    cfg = AugmentCfg()\n    return cfg.p\n\n\n"
+        "def main():\n    p = make_transform()\n    for _ in range(3):\n"
+        "        torch.ones(1, requires_grad=True).mul(p).sum().backward()\n\n\nif __name__ == '__main__':\n    main()\n",
         # a config dataclass built once per batch is data, not the program's configuration
         "import dataclasses\n\nimport torch\n\n\n@dataclasses.dataclass\nclass StepParams:\n    lr: float = 0.1\n\n\n"
         "def main():\n    for _ in range(3):\n        params = StepParams()\n" + _TRAIN.replace("    ", "        ", 1)
@@ -227,7 +233,13 @@ class AppMetadata(Pass):
         #: file -> kind of the instrumented entry it is ("main-guard" / "module-script"), and the guard
         self.own: dict[str, tuple[str, int | None]] = {}
         self.entry_functions: set[str] = set()
+        loops = ctx.analysis("loops")
+        #: the functions that run a training or evaluation loop: a configuration object built
+        #: where none of them is reached is a part's settings, not the program's
+        self.looping = {f.function for kind in ("batch", "epoch") for f in loops.of_kind(kind)}
         for program in programs.instrumented():
+            if program.evidence in graph.functions:
+                self.looping.add(program.evidence)  # what showed the program trains (a backward pass)
             entry = program.entry
             self.reach |= programs.reach(entry)
             if entry.kind in ("main-guard", "module-script"):
@@ -236,6 +248,7 @@ class AppMetadata(Pass):
                 self.entry_functions.add(entry.function)
         self.plans: Plan = {}
         self._once: dict[str, bool] = {}
+        self._drives: dict[str, bool] = {}
         self.noted: set[str] = set()
         for function_id in sorted(self.reach):
             fs, fn = graph.functions[function_id]
@@ -275,11 +288,39 @@ class AppMetadata(Pass):
         # ``TrainConfig(...)``, ``TrainConfig.from_yaml(...)``: asked of the value flow only
         # when a name reads like a configuration class (most calls are not worth the question)
         named_like = CONFIG_CLASS.search(method) or CONFIG_CLASS.search(receiver.rsplit(".", 1)[-1])
-        if named_like and call.stmt_kind in ("assign", "return") and graph.values is not None:
+        if named_like and call.stmt_kind in ("assign", "return") and graph.values is not None \
+                and self._drives_loops(function_id):
             for origin in graph.values.of(function_id, call.callee + "()"):
                 if kind(origin) == "inst" and self._is_config_class(subject(origin)):
                     return "one"
         return None
+
+    def _drives_loops(self, function_id: str) -> bool:
+        """Module code, an entry, or a function that runs (or calls into) a training or
+        evaluation loop, or whose result is returned into one: where a program's configuration
+        is made (open_clip's ``AudioAugmentationCfg()`` inside an audio transform is not)."""
+        if function_id not in self._drives:
+            self._drives[function_id] = False  # a cycle of callers adds nothing
+            self._drives[function_id] = self._drives_uncached(function_id)
+        return self._drives[function_id]
+
+    def _drives_uncached(self, function_id: str) -> bool:
+        graph = self.graph
+        if graph.fn(function_id).is_module or function_id in self.entry_functions:
+            return True
+        if self.looping & ({function_id} | graph.reachable(function_id)):
+            return True
+        owner = graph.class_of_method(function_id)
+        if owner is not None and owner in graph.classes:  # ``Trainer.__init__`` builds what ``fit`` runs with
+            methods = graph.classes[owner][1].methods.values()
+            ids = {f"{graph.classes[owner][0].relpath}::{q}" for q in methods}
+            if any(self.looping & ({m} | graph.reachable(m)) for m in ids if m in graph.functions):
+                return True
+        # ``def get_config(): return Config(...)``: made for the callers that drive the loops
+        returns_config = graph.values is not None and any(
+            kind(o) == "inst" and self._is_config_class(subject(o)) for o in graph.values.returns_of(function_id))
+        return returns_config and any(self._drives_loops(caller) for caller, _ in graph.call_sites_of(function_id)
+                                      if caller in self.reach and caller != function_id)
 
     def _is_config_class(self, class_id: str) -> bool:
         fs, cs = self.graph.classes[class_id]
