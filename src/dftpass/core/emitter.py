@@ -273,6 +273,12 @@ _API_SYMBOLS = ("ai", *OTHER_SYMBOLS)
 #: names dftpass defines (not imports) in a file
 _OWN_NAMES = ("log", "dlp", "worker_init")
 _STDLIB = ("os", "atexit", "signal", "multiprocessing", "json", "functools")
+
+
+def is_emitted_name(name: str, symbol: str) -> bool:
+    """Whether ``name`` is one dftpass gives its own ``symbol`` ("log": the tracer object its
+    lifecycle code initializes, "worker_init": its DataLoader workers' initializer)."""
+    return any(name == c or name.startswith(c + "_") for c in _CANDIDATES[symbol])
 #: other modules the emitted code may import (only where the program already uses them)
 _MODULES = (*_STDLIB, "jax", "torch", "lightning.pytorch", "pytorch_lightning", "keras", "tensorflow",
             "dftpass.runtime")

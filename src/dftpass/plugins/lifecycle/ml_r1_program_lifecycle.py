@@ -5,13 +5,9 @@ from __future__ import annotations
 import textwrap
 
 from dftpass.api import (
-    aliases, Case, Entry, Expect, fid, Finding, function_region, has_region, InsertBefore, is_initialize,
+    aliases, Case, emitter, Entry, Expect, fid, Finding, function_region, has_region, InsertBefore, is_initialize,
     MODULE_SCOPE, Pass, PassKind, recognize, Severity, WrapBody,
 )
-
-#: the name dftpass binds its tracer to: an initialization assigned to it is dftpass's own,
-#: guarded so that it runs once per process (never a double initialization)
-EMITTED_LOG = "_dft_log"
 
 _PROLOGUE = (
     '    _dft_log = dftracer.get_instance()\n'
@@ -97,6 +93,22 @@ class ProgramLifecycle(Pass):
         # a process that already initializes is left alone
         "import torch\nfrom dftracer.python import dftracer\n\n\ndef main():\n"
         "    log = dftracer.initialize_log(None, None, -1)\n    torch.ones(1).sum().backward()\n"
+        "    log.finalize()\n\n\nif __name__ == '__main__':\n    main()\n",
+        # the initializer dftpass gives DataLoader workers (ML-R21) runs in each worker process,
+        # not in the program's: with the program's own initialization, once per process
+        'import functools\nimport multiprocessing\nimport os\n\nimport torch\n'
+        'from dftracer.python import dftracer\nfrom torch.utils.data import DataLoader\n\n\n'
+        'def _dft_worker_init(worker_id, chain=None):\n'
+        '    """dftpass: trace this DataLoader worker, then run the loader\'s own worker_init_fn."""\n'
+        '    log = dftracer.get_instance()\n'
+        '    if os.environ.get("DFTRACER_ENABLE") == "1" and log.logger is None:\n'
+        '        log = dftracer.initialize_log(logfile=os.environ.get("DFTRACER_LOG_FILE"), data_dir=None, process_id=-1)\n'
+        '        multiprocessing.util.Finalize(None, log.finalize, exitpriority=0)\n'
+        '    if chain is not None:\n        chain(worker_id)\n\n\ndef main():\n'
+        '    log = dftracer.initialize_log(None, None, -1)\n'
+        '    loader = DataLoader(torch.ones(8, 2), batch_size=4, num_workers=2)\n'
+        '    loader.worker_init_fn = functools.partial(_dft_worker_init, chain=loader.worker_init_fn)\n'
+        '    for x in loader:\n        x.sum()\n    torch.ones(1, requires_grad=True).sum().backward()\n'
         "    log.finalize()\n\n\nif __name__ == '__main__':\n    main()\n",
         # two initializations in one process: nothing is added, and it is an error
         Case("import torch\nfrom dftracer.python import dftracer\n\n\ndef setup():\n"
@@ -232,7 +244,10 @@ class ProgramLifecycle(Pass):
             for fn in fs.functions:
                 for c in fn.calls:
                     if is_initialize(fs, c.callee):
-                        emitted = any(n.startswith(EMITTED_LOG) for n in c.assigned_to)
+                        # dftpass's own: its lifecycle prologue, and its DataLoader workers'
+                        # initializer (it runs in each worker process, not in the program's)
+                        emitted = any(emitter.is_emitted_name(n, "log") for n in c.assigned_to) or \
+                            emitter.is_emitted_name(fn.qualname, "worker_init")
                         out.setdefault(fid(fs.relpath, fn.qualname), []).append(
                             (fs.relpath, c.line, emitted, c.in_main_guard))
         return out
