@@ -59,9 +59,9 @@ from dftpass.plugins.knowledge import (
     built_by_factory,
     call_chain, calls_at, data_path, dataset_sample_readers, does_io, does_step, evaluated_by_callers, in_compute_span,
     evaluates, is_backward, iterable_sample_spans, is_compute_step, is_library_layer, is_model_call, is_optimizer, is_optimizer_step,
-    is_top_level_model, model_classes, per_sample_functions, run_by_loaders, run_inside, sample_readers, sibling,
+    is_top_level_model, MAX_MODEL_CLASSES, model_classes, decoratable_wrapped_classes, per_sample_functions, run_by_loaders, run_inside, sample_readers, sibling,
     step_calls,
-    torch_name, trains, unwrappable,
+    torch_name, trains, unwrappable, model_wrapper, wrapper_name,
 )
 
 # -- what dftracer code looks like --------------------------------------------------------
@@ -99,9 +99,9 @@ __all__ = [
     "dataset_sample_readers", "does_io", "does_step", "evaluated_by_callers", "evaluates", "in_compute_span", "is_backward", "iterable_sample_spans",
     "is_compute_step", "moves_to_device",
     "is_library_layer", "is_model_call", "is_optimizer", "is_optimizer_step", "is_top_level_model",
-    "model_classes", "normalize_compiler", "per_sample_functions", "run_by_loaders", "run_inside", "sample_readers",
+    "MAX_MODEL_CLASSES", "model_classes", "decoratable_wrapped_classes", "normalize_compiler", "per_sample_functions", "run_by_loaders", "run_inside", "sample_readers",
     "sibling",
-    "step_calls", "torch_name", "trains", "unwrappable",
+    "step_calls", "torch_name", "trains", "unwrappable", "model_wrapper", "wrapper_name",
     # dftracer code
     "FileNames", "emitter", "GENERIC_DECORATORS", "RULES_THAT_PLACE", "aliases", "image_size",
     "is_derived", "is_initialize", "is_metadata_call", "is_node", "module_loggers", "nesting_rank", "recognize",

@@ -179,3 +179,25 @@ def test_a_training_project_without_an_entry_is_told_so(cli, project):
     plain = project({"util.py": "def f():\n    return 1\n"}, name="plain")
     # shown at default verbosity too: a user who runs dftpass on it expects regions
     assert "treated as a library, so no AI regions are added: no program entry" in cli("plan", plain).out
+
+
+STREAM = (
+    "import torch\nfrom streams import make_stream\n\n\ndef train(model, opt):\n"
+    "    it = make_stream('train')\n    for step in range(10):\n        x, y = next(it)\n"
+    "        model(x).sum().backward()\n        opt.step()\n\n\n"
+    "if __name__ == '__main__':\n    train(torch.nn.Linear(2, 1), None)\n"
+)
+
+
+def test_a_limit_of_dftpass_is_a_warning_in_plan_and_a_note_in_validate(cli, project, tmp_path):
+    """A batch fetch dftpass cannot place (the iterator comes from outside the project) is
+    said by plan; validate of the annotated copy has nothing missing that a run would write,
+    so it exits 0 and keeps the reason as a note (-v)."""
+    root = project({"train.py": STREAM})
+    plan = cli("plan", root)
+    assert "warning: ML-R6 no batch fetch placed" in plan.out
+    assert cli("run", root, "--out", tmp_path / "out").code == 0
+    quiet = cli("validate", tmp_path / "out")
+    assert quiet.code == 0, quiet.out
+    verbose = cli("validate", tmp_path / "out", "-v")
+    assert "ML-R6 no batch fetch placed" in verbose.out

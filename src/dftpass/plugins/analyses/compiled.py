@@ -57,6 +57,13 @@ class Compiled:
         compiler = self.functions.get(function_id)
         return compiler is not None and compiler not in SOFT
 
+    def compiles_forward(self, graph: CallGraph, class_id: str) -> str | None:
+        """The compiler that takes over calling a model of ``class_id`` (its ``forward``, or
+        what the framework calls): ML-R7 then times the call site, and ML-R11 agrees."""
+        fs, cs = graph.classes[class_id]
+        method = next((m for m in graph.hints.module_call_methods if m in cs.methods), None)
+        return self.functions.get(f"{fs.relpath}::{cs.methods[method]}") if method else None
+
     def enclosing(self, relpath: str, path: StmtPath) -> str | None:
         """The compiler of the hard-compiled function at or around statement ``path``."""
         for stmt, compiler in self._by_file.get(relpath, ()):

@@ -4,13 +4,11 @@ from __future__ import annotations
 
 from dftpass.api import (
     built_by_factory, Case, Finding, function_region, has_region, in_compute_span, is_backward, is_compute_step,
-    is_library_layer, is_model_call, is_node, is_optimizer_step, is_top_level_model, model_classes, Pass, PassKind,
-    Severity, step_calls, trains, WrapStmt,
+    decoratable_wrapped_classes, is_library_layer, is_model_call, is_node, is_optimizer_step, is_top_level_model,
+    MAX_MODEL_CLASSES, model_classes, Pass, PassKind, Severity, step_calls, trains, WrapStmt,
 )
 
 
-#: more candidate model classes than this at one call site: the call site is timed instead
-MAX_MODEL_CLASSES = 4
 #: with no model call found in any batch loop, the top-level models are decorated only up to this
 MAX_FALLBACK_MODELS = 8
 
@@ -256,7 +254,7 @@ class ForwardBackward(Pass):
                 continue  # a submodule called by its model
             # a model the program hands to torch.compile: a region in its forward breaks the
             # graph Dynamo compiles (ML-R23's check), so the call site gets it instead
-            compiled = sorted(c for c in found if _forward_method(graph, c) and compiled_forward(graph, compilers, c))
+            compiled = sorted(c for c in found if compilers.compiles_forward(graph, c))
             if compiled:
                 name = graph.classes[compiled[0]][1].name
                 handled |= self._wrap_call(ctx, graph, function_id, call, "compute.forward",
@@ -267,6 +265,13 @@ class ForwardBackward(Pass):
                 for class_id in found:
                     decorate.setdefault(class_id, f"forward of model {graph.classes[class_id][1].name}, "
                                                   f"called by {fn.name} at line {call.line}")
+                handled = True
+            elif (inner := decoratable_wrapped_classes(graph, function_id, call.callee)):
+                # a data-parallel wrapper around project classes: their forward, not the wrapper's
+                # call (which also times DDP's/DataParallel's own work; ML-R11's check agrees)
+                for class_id in inner:
+                    decorate.setdefault(class_id, f"forward of model {graph.classes[class_id][1].name}, wrapped "
+                                                  f"by the {call.callee} that {fn.name} calls at line {call.line}")
                 handled = True
             else:
                 reason = "its class comes from a factory" if factory else \
@@ -418,13 +423,6 @@ def _in_simple_statement(graph, function_id: str, call) -> bool:
 def _is_stub(fn) -> bool:
     """An abstract placeholder: ``pass``, ``...`` or ``raise NotImplementedError``."""
     return fn.n_stmts - fn.has_docstring <= 1 and all(c.callee == "NotImplementedError" for c in fn.calls)
-
-
-def compiled_forward(graph, compilers, class_id: str) -> bool:
-    """Whether a compiler (``torch.compile``) takes over the forward of ``class_id``."""
-    method = _forward_method(graph, class_id)
-    fs, cs = graph.classes[class_id]
-    return bool(method) and compilers.compiler_of(f"{fs.relpath}::{cs.methods[method]}") is not None
 
 
 def _forward_method(graph, class_id: str) -> str | None:

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from dftpass.api import (
-    Case, Expect, Finding, has_region, is_node, LOSS_NAME, model_classes, facts, origin_kind as kind,
-    origin_subject as subject, Pass, PassKind, Severity, WrapStmt,
+    Case, decoratable_wrapped_classes, Expect, Finding, has_region, is_node, model_classes, model_wrapper, Pass,
+    PassKind, Severity, wrapper_name, WrapStmt,
 )
 
 #: wrapper class (last name) -> what its ``forward`` does besides the module's own forward
@@ -17,24 +17,6 @@ WRAPPERS = {
     "DeepSpeedEngine": "the engine's own work around the module's forward (casting the inputs, its timers and "
                        "profilers)",
 }
-#: libraries the wrappers come from (their qualified names start with one of these)
-WRAPPER_LIBRARIES = ("torch.", "deepspeed.", "fairscale.")
-#: ``deepspeed.initialize(...)`` returns (engine, optimizer, loader, scheduler)
-DEEPSPEED_INIT = "deepspeed.initialize"
-
-
-def _compiles(graph, fs) -> bool:
-    """Whether the file runs ``torch.compile``: then the region stays around the call."""
-    return any(graph.qualify(fs, c.callee) == "torch.compile" for f in fs.functions for c in f.calls)
-
-
-def _wrapper_name(qualified: str) -> str | None:
-    last = qualified.removesuffix("()").rsplit(".", 1)[-1]
-    if last in WRAPPERS and qualified.startswith(WRAPPER_LIBRARIES):
-        return last
-    return None
-
-
 def _forward_place(graph, class_id: str) -> str:
     """``Net.forward (model.py:12)``: the class's forward, where the region goes."""
     fs, cs = graph.classes[class_id]
@@ -44,7 +26,7 @@ def _forward_place(graph, class_id: str) -> str:
 
 def _places(graph, classes: set[str]) -> str:
     """Where the region should go, in words: the inner module classes' ``forward``."""
-    classes = {c for c in classes if not any(_wrapper_name(b) for b in graph.external_bases(c))}
+    classes = {c for c in classes if not any(wrapper_name(b) for b in graph.external_bases(c))}
     names = sorted(_forward_place(graph, c) for c in classes)
     if not names:
         return "the wrapped module's forward"
@@ -72,9 +54,11 @@ class DdpInnerForward(Pass):
 
         The class named in the message is the project module inside the wrapper: what
         ``DDP(...)``/``FSDP(...)`` is given, what the project's factory function returns, or
-        the ``model=`` of ``deepspeed.initialize``. It is a warning: the fix (move the region
-        to that ``forward``) is left to the user, because ML-R7 would time the call site
-        again on the next run (it decides between call site and class).
+        the ``model=`` of ``deepspeed.initialize``. ML-R7 asks the same question
+        (``decoratable_wrapped_classes``) and decorates that class itself, so a warning is
+        about a region written by hand. When the module inside is a library's, or one of
+        more classes than ML-R7 decorates (a registry's), the call site is the one place to
+        time it: a note says what the event also holds, and fails no gate.
 
     Why:
         A wrapper's ``forward`` is more than the model's: DDP moves the inputs to its device,
@@ -100,7 +84,7 @@ class DdpInnerForward(Pass):
     id = "ML-R11"
     title = "DDP inner forward"
     kind = PassKind.CHECK
-    requires = ("callgraph",)
+    requires = ("callgraph", "compiled")
     after = ("ML-R7",)
     #: not "distributed": ``from torch.nn.parallel import DistributedDataParallel as DDP`` alone does
     #: not make a project distributed to the detector, and the wrappers are recognised here anyway
@@ -184,6 +168,7 @@ class DdpInnerForward(Pass):
 
     def run(self, ctx) -> None:
         graph = ctx.analysis("callgraph")
+        compilers = ctx.analysis("compiled")
         for function_id, (fs, fn) in graph.functions.items():
             queued = {e.stmt: e for e in (ctx.edit_sets.get(fs.relpath).edits if fs.relpath in ctx.edit_sets else ())
                       if isinstance(e, WrapStmt) and e.with_item.split(".", 1)[-1] == "compute.forward"}
@@ -192,17 +177,27 @@ class DdpInnerForward(Pass):
                 edit = queued.get(call.stmt)
                 if not in_source and edit is None:
                     continue
-                found = self._wrapper(graph, function_id, call.callee)
-                if found is None or _compiles(graph, fs):
-                    continue  # a compiled model's forward is no place for a region (ML-R23)
-                wrapper, holder, text = found
-                where = self._inner(graph, holder, text)
+                found = model_wrapper(graph, function_id, call.callee)
+                if found is None:
+                    continue
+                wrapper = found[0]
+                # the classes ML-R7 decorates for such a call (one answer): none when the module
+                # inside is a library's, or one of too many a registry may build
+                inner = decoratable_wrapped_classes(graph, function_id, call.callee)
+                if any(compilers.compiles_forward(graph, c) for c in inner):
+                    continue  # a compiled model's forward is no place for a region (ML-R23): the call is
                 who = f"{edit.rule}'s region" if edit is not None and not in_source else "a forward region"
+                if not inner:
+                    ctx.report(Finding(self.id, f"{who} around {call.callee}(), a {wrapper} call, also times "
+                                       f"{WRAPPERS[wrapper]}: the module it wraps is no single class of the "
+                                       "project, so the call site is where its forward can be timed",
+                                       fs.relpath, call.line, call.col, Severity.INFO))
+                    continue
                 ctx.report(Finding(self.id, f"{who} around {call.callee}(), a {wrapper} call: it also times "
-                                   f"{WRAPPERS[wrapper]}; put @ai.compute.forward on {where} instead",
+                                   f"{WRAPPERS[wrapper]}; put @ai.compute.forward on {_places(graph, inner)} instead",
                                    fs.relpath, call.line, call.col, Severity.WARNING))
         for class_id, (fs, cs) in graph.classes.items():
-            wrapper = next((w for b in graph.external_bases(class_id) if (w := _wrapper_name(b))), None)
+            wrapper = next((w for b in graph.external_bases(class_id) if (w := wrapper_name(b))), None)
             if wrapper is None or "forward" not in cs.methods:
                 continue
             fn = fs.function(cs.methods["forward"])
@@ -221,75 +216,4 @@ class DdpInnerForward(Pass):
                 if call.args and "?" not in call.callee and \
                         f"inst:{class_id}" in graph.values.of(builder, call.callee + "()"):
                     out |= model_classes(graph, builder, call.args[0])
-        return out
-
-    # -- what the callee holds --------------------------------------------------------------
-    def _wrapper(self, graph, function_id: str, callee: str, depth: int = 0) -> tuple[str, str, str] | None:
-        """The wrapper class the callee holds (``DistributedDataParallel``...), with the function
-        and the text it is known by there (a caller's argument, for a parameter); None if none."""
-        if "(" in callee or depth > 3:
-            return None
-        if self._deepspeed_init(graph, function_id, callee) is not None:
-            return "DeepSpeedEngine", function_id, callee
-        origins = graph.values.of(function_id, callee) if graph.values is not None else frozenset()
-        for o in origins:
-            if kind(o) == "ext" and (name := _wrapper_name(subject(o))):
-                return name, function_id, callee
-            if kind(o) == "inst":
-                for base in graph.external_bases(subject(o)):
-                    if name := _wrapper_name(base):
-                        return name, function_id, callee
-        fn = graph.fn(function_id)
-        if callee in fn.params:  # ``def train(model_engine, ...)``: what the callers pass
-            offset = 1 if graph.is_bound_method(function_id) else 0
-            index = fn.positional.index(callee) - offset if callee in fn.positional else -1
-            for caller, site in graph.call_sites_of(function_id):
-                arg = dict(site.keywords).get(callee)
-                if arg is None and 0 <= index < len(site.args):
-                    arg = site.args[index]
-                if arg and (found := self._wrapper(graph, caller, arg, depth + 1)):
-                    return found
-        return None
-
-    @staticmethod
-    def _deepspeed_init(graph, function_id: str, name: str):
-        """The ``deepspeed.initialize(...)`` call whose engine ``name`` is bound to in the function
-        (``engine, opt, _, _ = deepspeed.initialize(...)`` or ``engine = deepspeed.initialize(...)[0]``)."""
-        fs, fn = graph.functions[function_id]
-        for call in fn.calls:
-            if graph.qualify(fs, call.callee) != DEEPSPEED_INIT:
-                continue
-            if call.assigned_to[:1] == (name,) or any(
-                    a.target == name and a.stmt == call.stmt and (a.value or "").endswith("()[]") for a in fn.assigns):
-                return call
-        return None
-
-    def _inner(self, graph, function_id: str, callee: str) -> str:
-        """Where the region should go: the project module classes inside the wrapper."""
-        found = {c for c in model_classes(graph, function_id, callee)}
-        init = self._deepspeed_init(graph, function_id, callee)
-        if init is not None:
-            model = dict(init.keywords).get("model") or (init.args[1] if len(init.args) > 1 else None)
-            if model:
-                found |= model_classes(graph, function_id, model)
-        origins = graph.values.of(function_id, callee) if graph.values is not None else frozenset()
-        factories = {subject(o).removesuffix("()") for o in origins if kind(o) == "ext"
-                     and subject(o).removesuffix("()").rsplit(".", 1)[-1] in facts(graph).model_factories}
-        if factories:
-            found |= self._factory_products(graph, factories)
-        return _places(graph, found)
-
-    @staticmethod
-    def _factory_products(graph, factories: set[str]) -> set[str]:
-        """The project model classes the project's factory functions named ``factories`` return."""
-        out: set[str] = set()
-        for caller, (fs, fn) in graph.functions.items():
-            for i, call in enumerate(fn.calls):
-                if call.method not in facts(graph).model_factories or graph.qualify(fs, call.callee) not in factories:
-                    continue
-                for target in graph.targets(caller, i):
-                    for o in graph.values.returns_of(target):
-                        if kind(o) == "inst" and graph.is_module_class(subject(o)) and \
-                                not LOSS_NAME.search(graph.classes[subject(o)][1].name):
-                            out.add(subject(o))
         return out

@@ -24,8 +24,8 @@ from dftpass.plugins.knowledge.steps import (  # noqa: F401
     SCALER_NAME, SCHEDULER_NAME, step_calls, step_consumers, trains,
 )
 from dftpass.plugins.knowledge.models import (  # noqa: F401
-    built_by_factory, is_library_layer, is_model_call, is_model_entry, is_top_level_model, LOSS_NAME,
-    model_classes, MODEL_NAME,
+    built_by_factory, decoratable_wrapped_classes, deepspeed_init, is_library_layer, is_model_call, is_model_entry, is_top_level_model,
+    LOSS_NAME, MAX_MODEL_CLASSES, model_classes, MODEL_NAME, MODEL_WRAPPERS, model_wrapper, wrapped_classes, wrapper_name,
 )
 from dftpass.plugins.knowledge.statements import (  # noqa: F401
     calls_at, in_compute_span, run_inside, sibling, torch_name, unwrappable,
