@@ -141,6 +141,62 @@ IMPORTS = {
 }
 
 
+#: a program of two files for the prelude's placement: the entry starts tracing and imports
+#: a model module that gets a region (its own dftracer import)
+ENTRY = '''import torch
+from model import Net
+
+
+def main():
+    net = Net()
+    for _ in range(3):
+        net(torch.ones(4, 8)).sum().backward()
+
+
+if __name__ == "__main__":
+    main()
+'''
+MODEL = '''import torch
+
+
+class Net(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = torch.nn.Linear(8, 1)
+
+    def forward(self, x):
+        return self.fc(x)
+'''
+
+
+def prelude_placement(work: Path, base_env: dict, repeats: int, prelude: str) -> None:
+    """The import cost of an annotated two-file program (``python -c "import prog"``) with the
+    prelude in the file that starts tracing only (as dftpass writes it) and in every file that
+    imports dftracer (as it wrote it before): medians with quartiles, runs interleaved."""
+    src = work / "two-files"
+    src.mkdir()
+    (src / "prog.py").write_text(ENTRY)
+    (src / "model.py").write_text(MODEL)
+    entry_only = work / "two-files-entry"
+    subprocess.run([*DFTPASS, "run", str(src), "--out", str(entry_only), "-q"], check=True, capture_output=True)
+    every = work / "two-files-every"
+    shutil.copytree(entry_only, every)
+    model = (every / "model.py").read_text()
+    assert prelude not in model and "from dftracer.python import" in model
+    (every / "model.py").write_text(model.replace("from dftracer.python import", f"{prelude}\nfrom dftracer.python import", 1))
+    times: dict[str, list[float]] = {"entry only": [], "every file": []}
+    for _ in range(repeats):
+        for name, folder in (("entry only", entry_only), ("every file", every)):
+            wall, _ = run([sys.executable, "-c", "import prog"], env=base_env, cwd=folder)
+            times[name].append(wall)
+    print("\n## the import prelude's place (`python -c 'import prog'`, two files, s: median [quartiles])")
+    for name, ts in times.items():
+        q = statistics.quantiles(ts, n=4) if len(ts) > 1 else [ts[0]] * 3
+        print(f"  prelude in {name:12s} {statistics.median(ts):6.3f} [{q[0]:.3f}, {q[2]:.3f}]")
+    ratio = [a / b for a, b in zip(times["entry only"], times["every file"])]
+    print(f"  entry only / every file: {statistics.median(ratio):.3f} (median of {len(ratio)} paired runs)")
+
+
 CONSTRUCTS = r"""
 import os, sys, time
 {prelude}
@@ -390,6 +446,7 @@ def main() -> int:
     for name, times in import_times.items():
         print(f"  {name:28s} {statistics.median(times):6.2f}")
 
+    prelude_placement(work, base_env, args.repeats, IMPORT_PRELUDE)
     construct_costs(work, base_env, IMPORT_PRELUDE)
 
     for step_ms in args.steps_ms:

@@ -96,3 +96,37 @@ def test_the_import_prelude_skips_dynamo_and_hides_no_module(annotated):
                           timeout=120)
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert proc.stdout.strip() == "dftracer.python.dynamo"
+
+
+MODEL = '''import torch
+
+
+class Net(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = torch.nn.Linear(2, 1)
+
+    def forward(self, x):
+        return self.fc(x)
+'''
+
+
+def test_the_prelude_goes_once_in_the_file_that_starts_tracing(tmp_path):
+    """prog.py starts tracing and imports model.py, which gets a region: only prog.py has the
+    prelude, and it runs before model.py imports dftracer (torch._dynamo stays out)."""
+    from dftpass.core.emitter import IMPORT_PRELUDE
+
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "prog.py").write_text(PROGRAM.replace("import torch\n", "import torch\nfrom model import Net\n", 1)
+                                 .replace("torch.nn.Linear(2, 1)", "Net()"))
+    (src / "model.py").write_text(MODEL)
+    out = tmp_path / "out"
+    assert main(["run", str(src), "--out", str(out)]) == 0
+    model = (out / "model.py").read_text()
+    assert "from dftracer.python import ai" in model and IMPORT_PRELUDE not in model
+    assert (out / "prog.py").read_text().count(IMPORT_PRELUDE) == 1
+    env = {k: v for k, v in os.environ.items() if not k.startswith("DFTRACER_")}
+    proc = subprocess.run([sys.executable, "-c", "import sys; import prog; assert 'torch._dynamo' not in sys.modules"],
+                          cwd=out, env=env, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-2000:]

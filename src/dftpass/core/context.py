@@ -134,6 +134,12 @@ class RunContext:
                                 severity=Severity.INFO if declared else Severity.WARNING))
         return False
 
+    def starts_tracing(self, relpath: str) -> None:
+        """Say that the file starts tracing: the edits planned for it initialize dftracer, so
+        it runs first in its process (an entry). It gets the import prelude; no other file
+        does."""
+        self.edit_sets.setdefault(relpath, EditSet(relpath)).starts_tracing = True
+
     def report(self, finding: Finding) -> None:
         if finding.path and not self.rule_enabled_for(finding.rule, finding.path) \
                 and finding.rule in self.manager.registry:

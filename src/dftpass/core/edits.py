@@ -154,6 +154,9 @@ class EditSet:
     std_imports: list[tuple[str, str]] = attrs.field(factory=list)
     #: put :data:`dftpass.core.emitter.IMPORT_PRELUDE` before a new dftracer import line
     import_prelude: bool = False
+    #: the file starts tracing (a rule plans dftracer's initialization in it): the one place
+    #: of a process where the prelude goes, since it runs before anything imports dftracer
+    starts_tracing: bool = False
 
     def add(self, edit: Edit) -> bool:
         """Queue ``edit``; an identical edit queued before is not queued again, and neither is

@@ -199,7 +199,8 @@ def _annotate(root: Path, config: Config, mode: str, passes: Iterable[str] | Non
         uses_dynamo_backend(fs) for fs in ctx.project.summaries()) and not any(
         plans_dynamo_backend(es.api_imports) for es in ctx.edit_sets.values())
     for edit_set in ctx.edit_sets.values():
-        edit_set.import_prelude = prelude
+        # once per process: in the file that starts tracing, whose dftracer import runs first
+        edit_set.import_prelude = prelude and edit_set.starts_tracing
 
     if mode == "validate":
         for relpath, edit_set in sorted(ctx.edit_sets.items()):

@@ -200,6 +200,7 @@ class ProgramLifecycle(Pass):
 
     def _plan(self, ctx, graph, entry: Entry) -> None:
         fs = graph.files[entry.relpath]
+        ctx.starts_tracing(fs.relpath)  # the import prelude goes here, and nowhere else
         names = ctx.names(fs.relpath)
         prologue, final = tuple(names.lifecycle_prologue()), tuple(names.lifecycle_finally())
         if entry.kind in ("console-script", "process-target"):
