@@ -283,7 +283,7 @@ class GenericRegions(Pass):
     id = "ML-R19"
     title = "Generic regions"
     kind = PassKind.TRANSFORM
-    requires = ("callgraph", "loops", "cost", "programs", "log_safety")
+    requires = ("callgraph", "loops", "cost", "programs", "log_safety", "compiled")
     after = OTHER_RULES
     tags = ("generic",)
     Options = GenericOptions
@@ -418,6 +418,31 @@ class GenericRegions(Pass):
             '    for _ in range(args.epochs):\n        (w * args.lr).sum().backward()\n\n\n'
             "if __name__ == '__main__':\n    main()\n",
         ),
+        Case(
+            # a function the program hands to torch.compile (timm's Kron optimizer, fullgraph=True) gets
+            # no generic region: ML-R23 would flag it, and the compiled graph would break
+            'import torch\n\n\ndef _balance(qs):\n    norms = torch.stack([q.norm(float("inf")) for q in qs])\n'
+            '    mean = norms.prod() ** (1 / len(qs))\n    norms = mean / norms\n'
+            '    for i, q in enumerate(qs):\n        q.mul_(norms[i])\n    for i, q in enumerate(qs):\n'
+            '        q.add_(1)\n    for i, q in enumerate(qs):\n        q.sub_(1)\n    return qs\n\n\n'
+            'class Kron:\n    def __init__(self, compile_fns=True):\n'
+            '        self._balance = torch.compile(_balance, fullgraph=True) if compile_fns else _balance\n\n'
+            '    def step(self, qs):\n        return self._balance(qs)\n\n\ndef main():\n    opt = Kron()\n'
+            '    qs = [torch.ones(2, requires_grad=False)]\n    for _ in range(3):\n        opt.step(qs)\n'
+            '        torch.ones(1, requires_grad=True).sum().backward()\n\n\nif __name__ == "__main__":\n'
+            '    main()\n',
+            'from dftracer.python import dft_fn\nimport torch\ndlp = dft_fn("train", name="train")\n\n\n'
+            'def _balance(qs):\n    norms = torch.stack([q.norm(float("inf")) for q in qs])\n'
+            '    mean = norms.prod() ** (1 / len(qs))\n    norms = mean / norms\n'
+            '    for i, q in enumerate(qs):\n        q.mul_(norms[i])\n    for i, q in enumerate(qs):\n'
+            '        q.add_(1)\n    for i, q in enumerate(qs):\n        q.sub_(1)\n    return qs\n\n\n'
+            'class Kron:\n    def __init__(self, compile_fns=True):\n'
+            '        self._balance = torch.compile(_balance, fullgraph=True) if compile_fns else _balance\n\n'
+            '    def step(self, qs):\n        return self._balance(qs)\n\n\n@dlp.log\ndef main():\n'
+            '    opt = Kron()\n    qs = [torch.ones(2, requires_grad=False)]\n    for _ in range(3):\n'
+            '        opt.step(qs)\n        torch.ones(1, requires_grad=True).sum().backward()\n\n\n'
+            'if __name__ == "__main__":\n    main()\n',
+        ),
     ]
 
     def run(self, ctx) -> None:
@@ -425,6 +450,7 @@ class GenericRegions(Pass):
         costs = ctx.analysis("cost")
         programs = ctx.analysis("programs")
         safety = ctx.analysis("log_safety")
+        compilers = ctx.analysis("compiled")
         reach: set[str] = set()
         for program in programs.instrumented():
             reach |= programs.reach(program.entry)
@@ -445,6 +471,8 @@ class GenericRegions(Pass):
                 continue
             if _unsuitable(graph, function_id, fs, fn) or not safety.safe(function_id):
                 continue  # ML-R22 asks log_safety the same question of every dft_fn decorator
+            if compilers.compiler_of(function_id) is not None:
+                continue  # torch.compile'd (timm's Kron optimizer): ML-R23 asks the same analysis
             cost = costs.of(function_id)
             runs = f"runs {'per ' + cost.hot if cost.hot != 'once' else 'per epoch or less'}"
             seam = seams.get(function_id)
