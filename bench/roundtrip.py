@@ -8,8 +8,9 @@ megatron-core and timm. For each codebase, over every file dftpass considers:
 1. no rule (``--ignore 'ML-R*'``): the copy is byte-identical to the source;
 2. the default rules, in program mode (a library is otherwise left alone, and this measures
    the rules): every file written compiles;
-3. a second ``plan`` of the annotated copy changes nothing;
-4. ``dftpass strip`` of the annotated copy gives back every file's original bytes.
+3. ``validate`` of the annotated copy exits 0: dftpass's own output passes its own checks;
+4. a second ``plan`` of the annotated copy changes nothing;
+5. ``dftpass strip`` of the annotated copy gives back every file's original bytes.
 
 Prints a table of counts and times; exits 1 if any file fails a check (and names it).
 Sources are cached under bench/.cache/downloads (never committed).
@@ -92,6 +93,16 @@ def round_trip(spec: str, jobs: int) -> dict:
     row["edited_compile"] = len(changed) - len(not_compiling)
     row["problems"] += [f"does not compile: {k}" for k in not_compiling]
 
+    # dftpass's own output passes its own checks: validate exits 0 (a warning or an error on
+    # what dftpass wrote or decided is a problem; notes are not)
+    code, seconds, out = dftpass("validate", str(work / "ann"), "--set", "project.kind=program", *jobs_args)
+    findings = [line for line in out.splitlines() if ": warning: " in line or ": error: " in line]
+    row["validate_s"] = round(seconds, 1)
+    row["validate_exit"] = code
+    row["validate_findings"] = len(findings)
+    if code != 0:
+        row["problems"] += [f"validate exits {code}"] + [f"validate: {line}" for line in findings[:20]]
+
     code, seconds, out = dftpass("plan", str(work / "ann"), "--no-diff", "--set", "project.kind=program", *jobs_args)
     again = [line for line in out.splitlines() if ": ML-R" in line and ": warning:" not in line
              and ": error:" not in line]
@@ -121,13 +132,13 @@ def main() -> int:
         for problem in row["problems"][:30]:
             print(f"    {problem}", flush=True)
     print()
-    print("| codebase | files | no rule: same bytes | edited (compile) | second plan: edits | strip: same bytes | "
-          "times no-rule / annotate / plan / strip (s) |")
-    print("|---|---|---|---|---|---|---|")
+    print("| codebase | files | no rule: same bytes | edited (compile) | validate: exit (problems) | "
+          "second plan: edits | strip: same bytes | times no-rule / annotate / validate / plan / strip (s) |")
+    print("|---|---|---|---|---|---|---|---|")
     for r in rows:
         print(f"| {r['codebase']} | {r['files']} | {r['no_rule_same']} | {r['edited']} ({r['edited_compile']}) | "
-              f"{r['second_plan_edits']} | {r['strip_same']} | {r['no_rule_s']} / {r['annotate_s']} / "
-              f"{r['second_plan_s']} / {r['strip_s']} |")
+              f"{r['validate_exit']} ({r['validate_findings']}) | {r['second_plan_edits']} | {r['strip_same']} | "
+              f"{r['no_rule_s']} / {r['annotate_s']} / {r['validate_s']} / {r['second_plan_s']} / {r['strip_s']} |")
     total = sum(r["files"] for r in rows)
     print(f"\n{total} files in all; {sum(len(r['problems']) for r in rows)} problems")
     return 1 if any(r["problems"] for r in rows) else 0

@@ -121,6 +121,25 @@ class DatasetItems(Pass):
             "                ai.data.item.update(image_size=x.element_size() * x.nelement())\n"
             "            yield x\n",
         ),
+        Case(
+            # a data set whose item runs its base's (the zoo's NoisyNpy adds noise to NpyDataset's sample):
+            # the base's region times the sample; one on both would nest the node (ML-R22)
+            'import numpy as np\nimport torch\nfrom torch.utils.data import DataLoader, Dataset\n\n\n'
+            'class Npy(Dataset):\n    def __len__(self):\n        return 8\n\n    def __getitem__(self, i):\n'
+            '        return torch.from_numpy(np.load(f"{i}.npy"))\n\n\nclass NoisyNpy(Npy):\n'
+            '    def __getitem__(self, i):\n        x = super().__getitem__(i)\n'
+            '        return x + 0.1 * torch.randn_like(x)\n\n\ndef fit(model, opt):\n'
+            '    for x in DataLoader(NoisyNpy(), batch_size=4):\n        model(x).sum().backward()\n'
+            '        opt.step()\n',
+            'from dftracer.python import ai\nimport numpy as np\nimport torch\n'
+            'from torch.utils.data import DataLoader, Dataset\n\n\nclass Npy(Dataset):\n'
+            '    def __len__(self):\n        return 8\n\n    @ai.data.item\n    def __getitem__(self, i):\n'
+            '        return torch.from_numpy(np.load(f"{i}.npy"))\n\n\nclass NoisyNpy(Npy):\n'
+            '    def __getitem__(self, i):\n        x = super().__getitem__(i)\n'
+            '        return x + 0.1 * torch.randn_like(x)\n\n\ndef fit(model, opt):\n'
+            '    for x in DataLoader(NoisyNpy(), batch_size=4):\n        model(x).sum().backward()\n'
+            '        opt.step()\n',
+        ),
     ]
 
     def run(self, ctx) -> None:
@@ -149,9 +168,14 @@ class DatasetItems(Pass):
                                                "(the statements before its yield)", span.first,
                                                names.node("data.item"), tail=tail,
                                                through=span.last if span.last != span.first else None))
+        # an item that runs another's (``return super().__getitem__(i)`` plus noise): the inner
+        # one's region times the sample; two would nest the node, which keeps the inner event only
+        # (the inner one planned now, or holding its region from an earlier run)
+        outer = {t for t in items if any(o != t and (o in items or has_region(*graph.functions[o], "data.item"))
+                                         for o in graph.reachable(t) if o in graph.functions)}
         for target, why in sorted(items.items()):
             tfs, tfn = graph.functions[target]
-            if has_region(tfs, tfn, "data.item"):
+            if has_region(tfs, tfn, "data.item") or target in outer:
                 continue
             if not tfn.calls and not tfn.loops:
                 # ``return self.x[i], self.y[i]``: an event (~8 µs traced) would cost more
