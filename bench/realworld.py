@@ -13,7 +13,8 @@
     # the memory figure kept for `run` on torch's sources: peak RSS <= 500 MB
     python bench/realworld.py library torch==2.13.0 --max-rss-mb 500
 
-A program is copied to a scratch folder, annotated with ``dftpass run``, then run as
+A program is copied to a scratch folder, annotated with ``dftpass run`` (whose output must
+pass ``dftpass validate`` and be left as it is by a second ``run``: "own_checks"), then run as
 written, annotated with tracing off and annotated with tracing on, with the smallest
 settings that still train on 2 CPU cores (docs/realworld.md). The printed loss lines are
 compared with their timings stripped, saved weights byte for byte; the trace is read and
@@ -200,6 +201,7 @@ def program(name: str) -> int:
     annotated = work / "annotated"
     annotation = subprocess.run([*DFTPASS, "run", str(original), "--out", str(annotated), *ARGS.dftpass_arg],
                                 check=True, capture_output=True, text=True)
+    own = own_checks(annotated)
     for generated in original.glob("data/*/*.bin"):  # nanoGPT's prepared tokens
         shutil.copy2(generated, annotated / generated.relative_to(original))
     for generated in original.glob("data/*/meta.pkl"):
@@ -216,6 +218,7 @@ def program(name: str) -> int:
             run["seconds"].append(seconds)
     base = runs["original"]
     report: dict = {"program": name, "work": str(work), "annotation": annotation.stderr.strip().splitlines(),
+                    "own_checks": own,
                     "lines_compared": len(base["lines"]),
                     "original": {"exit": base["exit"], "median_s": round(statistics.median(base["seconds"]), 2)}}
     for label in ("off", "on"):
@@ -231,7 +234,21 @@ def program(name: str) -> int:
         report["analysis"] = analyze(recipe, annotated, argv, work)
     print(json.dumps(report, indent=2))
     ok = all(report[label]["same_lines"] and report[label]["same_files"] for label in ("off", "on"))
-    return 0 if ok else 1
+    return 0 if ok and own["validate_exit"] == 0 and not own["second_run_changed"] else 1
+
+
+def own_checks(annotated: Path) -> dict:
+    """dftpass's own output passes its own checks: ``validate`` exits 0, and a second ``run``
+    on the annotated copy exits 0 and changes no file (run before any data is copied in)."""
+    check = subprocess.run([*DFTPASS, "validate", str(annotated)], capture_output=True, text=True)
+    again = annotated.with_name(annotated.name + "-again")
+    rerun = subprocess.run([*DFTPASS, "run", str(annotated), "--out", str(again), "-q"], capture_output=True, text=True)
+    changed = sorted(str(p.relative_to(again)) for p in again.rglob("*.py")
+                     if p.read_bytes() != (annotated / p.relative_to(again)).read_bytes())
+    shutil.rmtree(again, ignore_errors=True)
+    return {"validate_exit": check.returncode,
+            "validate_problems": [ln for ln in check.stdout.splitlines() if ": warning: " in ln or ": error: " in ln],
+            "second_run_exit": rerun.returncode, "second_run_changed": changed}
 
 
 # -- libraries ------------------------------------------------------------------------------------

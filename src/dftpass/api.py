@@ -69,7 +69,7 @@ from dftpass.plugins.knowledge import (
 # categories): for what the names below do not cover
 from dftpass.core import emitter
 from dftpass.core.emitter import (
-    GENERIC_DECORATORS, FileNames, aliases, image_size, is_derived, is_initialize,
+    GENERIC_DECORATORS, FileNames, aliases, is_derived, is_initialize,
     is_metadata_call, is_node, nesting_rank, recognize,
 )
 from dftpass.plugins.checks.regions import RULES_THAT_PLACE, module_loggers, region_of, regions_on
@@ -103,7 +103,7 @@ __all__ = [
     "sibling",
     "step_calls", "torch_name", "trains", "unwrappable", "model_wrapper", "wrapper_name",
     # dftracer code
-    "FileNames", "emitter", "GENERIC_DECORATORS", "RULES_THAT_PLACE", "aliases", "image_size",
+    "FileNames", "emitter", "GENERIC_DECORATORS", "RULES_THAT_PLACE", "aliases",
     "is_derived", "is_initialize", "is_metadata_call", "is_node", "module_loggers", "nesting_rank", "recognize",
     "region_of", "regions_on",
     # edits and placement

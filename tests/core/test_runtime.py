@@ -124,3 +124,29 @@ def test_the_lightning_hooks_take_the_arguments_pytorch_lightning_1_5_passes():
     io.save_checkpoint({"w": []}, "last.ckpt")  # the wrapped write still writes
     assert written == ["last.ckpt"] and getattr(io.save_checkpoint, "_dft", False)
     Hooks().setup(SimpleNamespace(), None, "fit")  # no checkpoint I/O to time: nothing to do
+
+
+def test_nbytes_measures_what_io_moved_and_is_never_negative(tmp_path):
+    """``dftpass.runtime.nbytes``: the size an I/O region records when its type is known only
+    when the program runs (dftpass writes it for np.load, cv2.imread, a write's buffer, a
+    file object): a count of bytes for every object, never -1, never an exception."""
+    np = pytest.importorskip("numpy")
+    torch = pytest.importorskip("torch")
+    from PIL import Image
+
+    from dftpass.runtime import nbytes
+
+    array = np.zeros((4, 8), dtype=np.float32)
+    np.savez(tmp_path / "a.npz", x=array, y=np.ones(3, dtype=np.int64))
+    with np.load(tmp_path / "a.npz") as archive:  # an NpzFile: its members' bytes, nothing read
+        assert nbytes(archive) == array.nbytes + 24 + 2 * 128  # the .npy headers count: they are in the file
+    assert nbytes(array) == 128 and nbytes(torch.ones(3, 2)) == 24
+    assert nbytes(b"abcd") == 4 and nbytes("ab") == 2 and nbytes(None) == 0 and nbytes(object()) == 0
+    assert nbytes(Image.new("RGB", (5, 4))) == 60
+    assert nbytes({"model": {"w": torch.ones(2)}, "epoch": 3, "log": [b"xy"]}) == 8 + 2
+    model = torch.nn.Linear(3, 2)
+    assert nbytes(model) == (6 + 2) * 4
+    with open(tmp_path / "f.txt", "w") as f:
+        f.write("hello")
+        assert nbytes(f) == 5  # a file object: its position
+    assert nbytes(f) == 0  # closed: tell() would raise

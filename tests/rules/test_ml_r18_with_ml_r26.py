@@ -45,9 +45,10 @@ def test_the_io_phase_nests_inside_the_statement_region_and_strip_gives_the_file
     start = lines.index("ai.checkpoint.capture.start()")
     assert lines[start + 1] == "with ai.checkpoint.io.write:"
     assert lines[start + 3].startswith("ai.checkpoint.io.write.update(image_size=")
-    assert "isinstance(model, torch.nn.Module)" in lines[start + 3]
+    # the model's class is known: its parameters and buffers, measured inline (no -1 fallback)
+    assert "[*model.parameters(), *model.buffers()]" in lines[start + 3] and "-1" not in lines[start + 3]
     assert lines[start + 4] == "with ai.checkpoint.io.write:"
-    assert "isinstance(optimizer, torch.optim.Optimizer)" in lines[start + 6]
+    assert "list(optimizer.state.values())" in lines[start + 6] and "-1" not in lines[start + 6]
     assert lines[start + 7] == "ai.checkpoint.capture.stop()"
     compile(new, "train.py", "exec")
     stripped = strip_source(fr.new, [fr.provenance])
@@ -114,7 +115,10 @@ def test_the_size_expressions_measure_in_memory_and_never_raise():
     assert size("optimizer", "optimizer") == moments
     assert size("checkpoint", "state") == state_bytes + moments
     assert size("tensors", "tensors") == state_bytes
-    # anything else: -1 ("not measured") or 0, never an exception
-    assert size("other", "module") == -1
-    assert size("other", "optimizer") == -1
+    # the walk of a checkpoint's tensors counts anything else as 0, never an exception
     assert size("other", "state") == 0
+    # a module or optimizer not known to be one is measured by dftpass.runtime.nbytes
+    from dftpass.runtime import nbytes
+
+    assert nbytes(model) == state_bytes and nbytes(optimizer) == moments and nbytes(object()) == 0
+    assert all("-1" not in expression for expression in emitter.IMAGE_SIZE.values())

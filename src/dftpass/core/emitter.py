@@ -133,18 +133,13 @@ def event(node: str, suffix: str = "") -> tuple[str, str]:
 # -- image_size: the bytes an I/O region moved ---------------------------------------------
 
 #: how ``image_size`` is measured from the object an I/O statement read or wrote, by what the
-#: object is (``{v}``: the name that holds it). Always the object in memory after the
-#: operation, never the file (``os.path.getsize``) or the path. Each expression is cheap
-#: (no copy: ``len(img.tobytes())`` would copy a whole image) and cannot raise for the
-#: objects it is chosen for; the guarded ones give ``-1`` ("not measured": dftpass's trace
-#: reader reads a negative size as absent) for anything else, so a region never carries the
-#: size an earlier event left on its node (``update`` is sticky).
+#: object is (``{v}``: the name that holds it), for the kinds known where the region is
+#: placed. Always the object in memory after the operation, never the file
+#: (``os.path.getsize``) or the path. Each expression is cheap (no copy: ``len(img.tobytes())``
+#: would copy a whole image) and cannot raise for the objects it is chosen for.
 IMAGE_SIZE: dict[str, str] = {
     # what is always a numpy array (np.fromfile, imageio.imread)
     "ndarray": "{v}.nbytes",
-    # an array, or something with no size of its own: None (cv2.imread of an unreadable
-    # file), an NpzFile (np.load of an .npz archive)
-    "maybe_array": 'getattr({v}, "nbytes", -1)',
     # a pyarrow Table (the bytes of its buffers)
     "table": "{v}.nbytes",
     # what is always a torch tensor (torchvision.io.read_image)
@@ -156,13 +151,6 @@ IMAGE_SIZE: dict[str, str] = {
     "image": "{v}.width * {v}.height * len({v}.getbands())",
     # a pandas DataFrame (its columns, without following object pointers)
     "frame": "int({v}.memory_usage(index=True).sum())",
-    # anything: numpy arrays and scalars, tensors, memoryviews (nbytes), bytes and str (len)
-    "any": '{v}.nbytes if isinstance(getattr({v}, "nbytes", None), int) else '
-           'len({v}) if isinstance({v}, (bytes, bytearray, str)) else -1',
-    # the position of a file object just read to its end or written from its start
-    "position": '{v}.tell() if hasattr({v}, "seekable") and {v}.seekable() else -1',
-    # nothing in memory says it (a parsed configuration)
-    "unknown": "-1",
     # model state as torch.save writes it and torch.load returns it: the tensors anywhere in
     # nested dicts, lists and tuples (a state dict, an optimizer's, a checkpoint dict of both);
     # anything else counts 0 and nothing raises. ``{torch}``: the file's name for torch
@@ -170,22 +158,25 @@ IMAGE_SIZE: dict[str, str] = {
              "if {torch}.is_tensor(t))",
     # a flat dict of arrays or tensors (safetensors' save_file / load_file)
     "tensors": 'sum(getattr(t, "nbytes", 0) for t in {v}.values())',
-    # a torch module's state without calling its state_dict() (no hooks, no FSDP gather): the
-    # bytes of its parameters and buffers; -1 for anything that is not a module
-    "module": "sum(t.element_size() * t.nelement() for t in [*{v}.parameters(), *{v}.buffers()]) "
-              "if isinstance({v}, {torch}.nn.Module) else -1",
-    # a torch optimizer's state (the moments of Adam...), without calling its state_dict(); -1
-    # for anything that is not an optimizer
+    # a torch module (its class is known) without calling its state_dict() (no hooks, no FSDP
+    # gather): the bytes of its parameters and buffers
+    "module": "sum(t.element_size() * t.nelement() for t in [*{v}.parameters(), *{v}.buffers()])",
+    # a torch optimizer (known to be one), without calling its state_dict(): its state's tensors
     "optimizer": "sum(t.element_size() * t.nelement() for t in {torch}.utils._pytree.tree_flatten("
-                 "list({v}.state.values()))[0] if {torch}.is_tensor(t)) if isinstance({v}, {torch}.optim.Optimizer) "
-                 "else -1",
+                 "list({v}.state.values()))[0] if {torch}.is_tensor(t))",
 }
+#: kinds whose type the annotation cannot know (np.load: an array or an NpzFile; cv2.imread:
+#: an array or None; a write's buffer; a file object's position; a module or an optimizer not
+#: known to be one): measured by ``dftpass.runtime.nbytes`` (one call, never ``-1``)
+RUNTIME_SIZED = frozenset({"maybe_array", "any", "position", "object"})
+#: nothing in memory says it (a parsed configuration not bound to a name): no ``image_size``
+UNSIZED = "unknown"
 
 
 def image_size(value: str, kind: str, torch: str = "torch") -> str:
     """The expression that measures ``image_size`` of ``value`` (a name or ``self.x``), an
-    object of ``kind`` (a key of :data:`IMAGE_SIZE`); ``torch`` is the file's name for the
-    torch module (kind ``state``)."""
+    object of a statically known ``kind`` (a key of :data:`IMAGE_SIZE`); ``torch`` is the
+    file's name for the torch module. :meth:`FileNames.image_size` also takes the others."""
     return IMAGE_SIZE[kind].format(v=value, torch=torch)
 
 
@@ -451,6 +442,17 @@ class FileNames:
         if kind not in self._chosen and any(c.name == first and len(c.stmt) == 1 for c in self.fs.classes):
             self._chosen[kind] = first  # defined by an earlier run: the name is dftpass's own
         return self._name(kind)
+
+    def image_size(self, value: str | None, kind: str, torch: str = "torch") -> str | None:
+        """The ``image_size`` expression of ``value`` in this file: inline for a kind known
+        statically (:data:`IMAGE_SIZE`), ``dftpass.runtime.nbytes(value)`` for one that is not
+        (:data:`RUNTIME_SIZED`, imported if needed), None when nothing can be measured (no
+        name holds the object, or :data:`UNSIZED`)."""
+        if not value or kind == UNSIZED:
+            return None
+        if kind in RUNTIME_SIZED:
+            return f"{self.module('dftpass.runtime')}.nbytes({value})"
+        return image_size(value, kind, torch)
 
     def node_update(self, path: str, **values: str | None) -> str:
         """``ai.data.io.read.update(image_size=...)``: values that stick to the later events of

@@ -1,4 +1,5 @@
-"""What an annotated program imports from dftpass when it runs: the framework callbacks.
+"""What an annotated program imports from dftpass when it runs: the framework callbacks, and
+``nbytes``, the size of what an I/O region moved when its type is known only then.
 
 Lightning and Keras run the epoch and batch loops themselves, so the regions of those loops
 come from a callback. ML-R12 and ML-R13 add one line to the program that builds it::
@@ -19,6 +20,8 @@ from __future__ import annotations
 
 import importlib
 
+from dftpass.runtime.sizes import nbytes
+
 #: callback name -> (the package the program uses, the path of its Callback base in it, the
 #: module of this package with the hooks)
 CALLBACKS = {
@@ -28,7 +31,7 @@ CALLBACKS = {
     "TfKerasCallback": ("tensorflow", "keras.callbacks.Callback", "keras"),
 }
 
-__all__ = sorted(CALLBACKS)
+__all__ = sorted([*CALLBACKS, "nbytes"])
 
 
 def __getattr__(name: str):

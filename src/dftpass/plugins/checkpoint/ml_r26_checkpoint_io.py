@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dftpass.api import (
-    Case, CheckpointPlan, Expect, Finding, image_size, is_node, is_optimizer, model_classes, MODEL_NAME, Pass,
+    Case, CheckpointPlan, Expect, Finding, is_node, is_optimizer, model_classes, MODEL_NAME, Pass,
     PassKind, Severity, torch_name, unwrappable, WrapStmt,
 )
 
@@ -26,11 +26,11 @@ class CheckpointIO(Pass):
 
         ``torch.save(model.state_dict(), f)`` is measured without calling ``state_dict()`` a
         second time (its hooks, an FSDP gather): the bytes of the model's parameters and
-        buffers, or of an optimizer's state tensors (``-1`` if, when it runs, the object is
-        neither). A whole model (``torch.save(model, f)``) is measured the same way. When the
-        object cannot be named (``torch.save({"model": ...}, f)``) the region still gets its
-        update, with ``image_size=-1`` ("not measured": the size an earlier event left on the
-        node must not stick to this one), and a note suggests binding the state to a name. A
+        buffers, or of an optimizer's state tensors, inline where the owner is known to be a
+        model or an optimizer and through ``dftpass.runtime.nbytes(owner)`` where it is not. A
+        whole model (``torch.save(model, f)``) is measured the same way. When the object
+        cannot be named (``torch.save({"model": ...}, f)``) the region gets no size (never a
+        ``-1``), and a note suggests binding the state to a name. A
         load whose result is not bound to a name (``model.load_state_dict(torch.load(f))``)
         gets no region: the statement also copies the state into the model.
 
@@ -193,9 +193,9 @@ class CheckpointIO(Pass):
             '    torch.save(optimizer.state_dict(), path + ".optim")\n',
             'from dftracer.python import ai\nimport torch\n\n\ndef save_weights(model, optimizer, path):\n'
             '    with ai.checkpoint.io.write:\n        torch.save(model.state_dict(), path + ".model")\n'
-            '        ai.checkpoint.io.write.update(image_size=sum(t.element_size() * t.nelement() for t in [*model.parameters(), *model.buffers()]) if isinstance(model, torch.nn.Module) else -1)\n'
+            '        ai.checkpoint.io.write.update(image_size=sum(t.element_size() * t.nelement() for t in [*model.parameters(), *model.buffers()]))\n'
             '    with ai.checkpoint.io.write:\n        torch.save(optimizer.state_dict(), path + ".optim")\n'
-            '        ai.checkpoint.io.write.update(image_size=sum(t.element_size() * t.nelement() for t in torch.utils._pytree.tree_flatten(list(optimizer.state.values()))[0] if torch.is_tensor(t)) if isinstance(optimizer, torch.optim.Optimizer) else -1)\n',
+            '        ai.checkpoint.io.write.update(image_size=sum(t.element_size() * t.nelement() for t in torch.utils._pytree.tree_flatten(list(optimizer.state.values()))[0] if torch.is_tensor(t)))\n',
         ),
         Case(
             # the reads and writes of helpers folded into their callers' checkpoint regions: a returned
@@ -208,8 +208,9 @@ class CheckpointIO(Pass):
             '        def save_one(obj, name):\n            torch.save(obj.state_dict(), path + name)\n\n'
             '        save_one(self.model, ".model")\n        if torch.distributed.get_rank() == 0:\n'
             '            save_one(self.opt, ".opt")\n',
-            'from dftracer.python import ai\nimport io\n\nimport torch\n\n\ndef load_state(path):\n'
-            '    with open(path, "rb") as f:\n        data = f.read()\n    with ai.checkpoint.io.read:\n'
+            'import dftpass.runtime as _dft_runtime\nfrom dftracer.python import ai\nimport io\n\n'
+            'import torch\n\n\ndef load_state(path):\n    with open(path, "rb") as f:\n'
+            '        data = f.read()\n    with ai.checkpoint.io.read:\n'
             '        _dft_read = torch.load(io.BytesIO(data))\n'
             '        ai.checkpoint.io.read.update(image_size=sum(t.element_size() * t.nelement() for t in torch.utils._pytree.tree_flatten(_dft_read)[0] if torch.is_tensor(t)))\n'
             '    return _dft_read\n\n\nclass Trainer:\n    def __init__(self, model, opt, resume):\n'
@@ -218,8 +219,8 @@ class CheckpointIO(Pass):
             '            self.opt.load_state_dict(load_state(resume + ".opt"))\n\n    def save(self, path):\n'
             '        def save_one(obj, name):\n            with ai.checkpoint.io.write:\n'
             '                torch.save(obj.state_dict(), path + name)\n'
-            '                ai.checkpoint.io.write.update(image_size=sum(t.element_size() * t.nelement() for t in [*obj.parameters(), *obj.buffers()]) if isinstance(obj, torch.nn.Module) else -1)\n'
-            '\n        save_one(self.model, ".model")\n        if torch.distributed.get_rank() == 0:\n'
+            '                ai.checkpoint.io.write.update(image_size=_dft_runtime.nbytes(obj))\n\n'
+            '        save_one(self.model, ".model")\n        if torch.distributed.get_rank() == 0:\n'
             '            save_one(self.opt, ".opt")\n',
         ),
         Case(
@@ -267,7 +268,7 @@ class CheckpointIO(Pass):
                                    severity=Severity.INFO))
                 continue
             names = ctx.names(fs.relpath)
-            size, unmeasured = self._size(graph, function_id, call, op)
+            size, unmeasured = self._size(graph, names, function_id, call, op)
             if unmeasured:
                 ctx.report(Finding(self.id, f"image_size of {op.api}() is not measured ({unmeasured}): bind the "
                                    "state to a name first (`state = {...}; torch.save(state, f)`)", fs.relpath,
@@ -278,36 +279,39 @@ class CheckpointIO(Pass):
                                               tail=tail, bind=LOADED_NAME if returned and tail else ""))
 
     @staticmethod
-    def _size(graph, function_id: str, call, op) -> tuple[str | None, str | None]:
-        """The ``image_size`` expression (None: no size is written), and why it is ``-1`` or
-        absent (None when it measures)."""
+    def _size(graph, names, function_id: str, call, op) -> tuple[str | None, str | None]:
+        """The ``image_size`` expression (None: no size is written), and why it is absent
+        (None when it measures). Inline where the type is known; ``dftpass.runtime.nbytes``
+        where it is not (a ``state_dict()`` owner that is no known model or optimizer)."""
         fs = graph.file_of(function_id)
         obj = op.obj or ""
         if op.measure == "tensors":
             if _plain(obj):
-                return image_size(obj, "tensors"), None
-            return image_size("", "unknown"), "the object written is an expression"
+                return names.image_size(obj, "tensors"), None
+            return None, "the object written is an expression"
         torch = torch_name(fs, call.callee)
         if torch is None:
-            return image_size("", "unknown"), "the file has no name for torch"
+            return None, "the file has no name for torch"
+        fn = graph.fn(function_id)
         if op.measure == "module":  # save_pretrained / from_pretrained: the module's tensors
             if _plain(obj) and model_classes(graph, function_id, obj):
-                return image_size(obj, "module", torch=torch), None
+                return names.image_size(obj, "module", torch=torch), None
             # a library's model or pipeline (diffusers' EMAModel is no torch module): no size
-            # rather than a -1 that says nothing
             return None, f"{obj or 'the model'} is not known to be a torch module"
         owner = obj[:-len(".state_dict()")] if obj.endswith(".state_dict()") else ""
         if _plain(owner):
             # ``torch.save(model.state_dict(), f)``: the model's parameters and buffers, the
             # optimizer's state (state_dict() is not called twice: hooks, an FSDP gather)
-            fn = graph.fn(function_id)
-            kind = "optimizer" if is_optimizer(graph, fs, fn, owner) else "module"
-            return image_size(owner, kind, torch=torch), None
+            if is_optimizer(graph, fs, fn, owner):
+                return names.image_size(owner, "optimizer", torch=torch), None
+            if model_classes(graph, function_id, owner) or MODEL_NAME.search(owner.rsplit(".", 1)[-1]):
+                return names.image_size(owner, "module", torch=torch), None
+            return names.image_size(owner, "object"), None  # a module or an optimizer: known only then
         if not _plain(obj):
-            return image_size("", "unknown"), "the object written is an expression"
+            return None, "the object written is an expression"
         if op.kind == "save" and (model_classes(graph, function_id, obj) or MODEL_NAME.search(obj.rsplit(".", 1)[-1])):
-            return image_size(obj, "module", torch=torch), None  # a whole model
-        return image_size(obj, "state", torch=torch), None
+            return names.image_size(obj, "module", torch=torch), None  # a whole model
+        return names.image_size(obj, "state", torch=torch), None
 
 
 #: the name a returned checkpoint load is bound to inside its region (``strip`` gives the

@@ -6,7 +6,7 @@ import attrs
 
 from dftpass.api import (
     call_chain, CallSite, Case, data_path, does_io, Expect, FileSummary, Finding, FunctionSummary, HANDLE_NAME,
-    Handles, image_size, is_node, OPENERS, Pass, PassKind, run_inside, Severity, StmtPath, torch_name, unwrappable,
+    Handles, is_node, OPENERS, Pass, PassKind, run_inside, Severity, StmtPath, torch_name, unwrappable,
     WrapStmt,
 )
 
@@ -88,7 +88,9 @@ class DataIO(Pass):
         ``width * height * bands`` (decoded PIL images: ``len(img.tobytes())`` would copy the
         image), ``memory_usage`` (DataFrames); never the file's size or the path's length.
         Where the type is not certain (``np.load`` may return an ``NpzFile``, ``cv2.imread``
-        returns None for a bad file) the measure is guarded and gives -1, "not measured".
+        returns None for a bad file) one call measures it when it runs:
+        ``dftpass.runtime.nbytes(x)`` (an ``NpzFile``'s members, 0 for None): a size is always a
+        count of bytes, never ``-1``. Where nothing names what was read, no size is written.
 
         The reads: ``x = np.load(p)``, ``np.fromfile``, ``cv2.imread``,
         ``torchvision.io.read_image``, ``pd.read_parquet``/``read_csv``, ``imageio``/``tifffile``
@@ -113,12 +115,13 @@ class DataIO(Pass):
 
     Example:
         ``array = np.load(path)`` becomes ``with ai.data.io.read:`` / ``array = np.load(path)``
-        / ``ai.data.io.read.update(image_size=getattr(array, "nbytes", -1))``. The size
-        expression follows what the call returns: ``x.nbytes`` for what is always an array
-        (``np.fromfile``, ``imageio.imread``), ``getattr(x, "nbytes", -1)`` where it may be
-        something without a size (``np.load`` of an ``.npz`` archive, ``cv2.imread`` of an
-        unreadable file), the tensors of a ``torch.load``; the guarded form that measures
-        anything only where nothing says what the value is (a handle's read).
+        / ``ai.data.io.read.update(image_size=_dft_runtime.nbytes(array))``. The size
+        expression follows what the statement gives: ``x.nbytes`` for what is always an array
+        (``np.fromfile``, ``imageio.imread``, a memmap slice's ``astype``),
+        ``x.element_size() * x.nelement()`` for a tensor (``torch.stack`` of the slices), the
+        tensors of a ``torch.load``; ``dftpass.runtime.nbytes(x)`` where it may be something
+        else (``np.load`` of an ``.npz`` archive, ``cv2.imread`` of an unreadable file, an
+        h5py read).
 
     Fix safety:
         Safe: the region is a ``with`` (an exception in the read still ends it), and the
@@ -179,12 +182,12 @@ class DataIO(Pass):
             "import numpy as np\nfrom torch.utils.data import Dataset\n\n\nclass Pairs(Dataset):\n"
             "    def __getitem__(self, i):\n        x = np.load(f'{i}.npz')['x']\n"
             "        meta = np.load(f'{i}.meta.npy', allow_pickle=True)\n        return x, meta\n",
-            "from dftracer.python import ai\nimport numpy as np\nfrom torch.utils.data import Dataset\n\n\n"
-            "class Pairs(Dataset):\n    def __getitem__(self, i):\n        with ai.data.io.read:\n"
-            "            x = np.load(f'{i}.npz')['x']\n            ai.data.io.read.update(image_size=x.nbytes)\n"
-            "        with ai.data.io.read:\n            meta = np.load(f'{i}.meta.npy', allow_pickle=True)\n"
-            "            ai.data.io.read.update(image_size=meta.nbytes if isinstance(getattr(meta, \"nbytes\", None), "
-            "int) else len(meta) if isinstance(meta, (bytes, bytearray, str)) else -1)\n        return x, meta\n",
+            'import dftpass.runtime as _dft_runtime\nfrom dftracer.python import ai\nimport numpy as np\n'
+            'from torch.utils.data import Dataset\n\n\nclass Pairs(Dataset):\n    def __getitem__(self, i):\n'
+            "        with ai.data.io.read:\n            x = np.load(f'{i}.npz')['x']\n"
+            '            ai.data.io.read.update(image_size=x.nbytes)\n        with ai.data.io.read:\n'
+            "            meta = np.load(f'{i}.meta.npy', allow_pickle=True)\n"
+            '            ai.data.io.read.update(image_size=_dft_runtime.nbytes(meta))\n        return x, meta\n',
         ),
         Case(
             # the value read is returned at once (DLIO's readers): it is named inside the
@@ -194,16 +197,17 @@ class DataIO(Pass):
             "    def open(self, filename):\n        return np.asarray(Image.open(filename))\n\n\n"
             "class Samples(Dataset):\n    def __init__(self, kind):\n        self.reader = NpyReader() if kind == 'npy' "
             "else ImageReader()\n\n    def __getitem__(self, i):\n        return self.reader.open(f'{i}')\n",
-            "from dftracer.python import ai\nimport numpy as np\nfrom PIL import Image\nfrom torch.utils.data import Dataset\n"
-            "\n\nclass NpyReader:\n"
-            "    def open(self, filename):\n        with ai.data.io.read:\n"
-            "            _dft_read = np.load(filename)  # one sample a file\n"
-            "            ai.data.io.read.update(image_size=getattr(_dft_read, \"nbytes\", -1))\n"
-            "        return _dft_read\n\n\nclass ImageReader:\n    def open(self, filename):\n"
-            "        with ai.data.io.read:\n            _dft_read = np.asarray(Image.open(filename))\n"
-            "            ai.data.io.read.update(image_size=_dft_read.nbytes)\n        return _dft_read\n\n\n"
-            "class Samples(Dataset):\n    def __init__(self, kind):\n        self.reader = NpyReader() if kind == 'npy' "
-            "else ImageReader()\n\n    def __getitem__(self, i):\n        return self.reader.open(f'{i}')\n",
+            'import dftpass.runtime as _dft_runtime\nfrom dftracer.python import ai\nimport numpy as np\n'
+            'from PIL import Image\nfrom torch.utils.data import Dataset\n\n\nclass NpyReader:\n'
+            '    def open(self, filename):\n        with ai.data.io.read:\n'
+            '            _dft_read = np.load(filename)  # one sample a file\n'
+            '            ai.data.io.read.update(image_size=_dft_runtime.nbytes(_dft_read))\n'
+            '        return _dft_read\n\n\nclass ImageReader:\n    def open(self, filename):\n'
+            '        with ai.data.io.read:\n            _dft_read = np.asarray(Image.open(filename))\n'
+            '            ai.data.io.read.update(image_size=_dft_read.nbytes)\n        return _dft_read\n\n\n'
+            'class Samples(Dataset):\n    def __init__(self, kind):\n'
+            "        self.reader = NpyReader() if kind == 'npy' else ImageReader()\n\n"
+            "    def __getitem__(self, i):\n        return self.reader.open(f'{i}')\n",
         ),
         Case(
             "import os\n\nimport numpy as np\nimport torch\nfrom torch.utils.data import Dataset\n\n\n"
@@ -212,15 +216,15 @@ class DataIO(Pass):
             "    def __len__(self):\n        return len(self.items)\n\n    def __getitem__(self, index):\n"
             "        key, label = self.items[index]\n        # one .npy file per sample\n"
             "        array = np.load(os.path.join(self.root, key))\n        return torch.from_numpy(array), label\n",
-            "from dftracer.python import ai\nimport os\n\nimport numpy as np\nimport torch\n"
-            "from torch.utils.data import Dataset\n\n\n"
-            "class NpySamples(Dataset):\n    def __init__(self, root, items):\n"
-            "        self.root, self.items = root, items\n\n"
-            "    def __len__(self):\n        return len(self.items)\n\n    def __getitem__(self, index):\n"
-            "        key, label = self.items[index]\n        # one .npy file per sample\n"
-            "        with ai.data.io.read:\n            array = np.load(os.path.join(self.root, key))\n"
-            "            ai.data.io.read.update(image_size=getattr(array, \"nbytes\", -1))\n"
-            "        return torch.from_numpy(array), label\n",
+            'import dftpass.runtime as _dft_runtime\nfrom dftracer.python import ai\nimport os\n\n'
+            'import numpy as np\nimport torch\nfrom torch.utils.data import Dataset\n\n\n'
+            'class NpySamples(Dataset):\n    def __init__(self, root, items):\n'
+            '        self.root, self.items = root, items\n\n    def __len__(self):\n'
+            '        return len(self.items)\n\n    def __getitem__(self, index):\n'
+            '        key, label = self.items[index]\n        # one .npy file per sample\n'
+            '        with ai.data.io.read:\n            array = np.load(os.path.join(self.root, key))\n'
+            '            ai.data.io.read.update(image_size=_dft_runtime.nbytes(array))\n'
+            '        return torch.from_numpy(array), label\n',
         ),
         Case(
             # torchvision's ImageFolder shape: the read is in a loader the data set calls; the
@@ -254,17 +258,18 @@ class DataIO(Pass):
             "    return x, y\n\n\ndef train(model, optimizer, steps):\n    for it in range(steps):\n"
             "        X, Y = get_batch('train')\n        loss = model(X, Y)\n        loss.backward()\n"
             "        optimizer.step()\n",
-            "from dftracer.python import ai\nimport numpy as np\nimport torch\n\nblock_size, batch_size = 8, 4\n\n\n"
-            "def get_batch(split):\n    with ai.data.io.open:\n"
+            'from dftracer.python import ai\nimport numpy as np\nimport torch\n\n'
+            'block_size, batch_size = 8, 4\n\n\ndef get_batch(split):\n    with ai.data.io.open:\n'
             "        data = np.memmap(f'{split}.bin', dtype=np.uint16, mode='r')\n"
-            "    ix = torch.randint(len(data) - block_size, (batch_size,))\n    with ai.data.io.read:\n"
-            "        x = torch.stack([torch.from_numpy((data[i:i+block_size]).astype(np.int64)) for i in ix])\n"
-            "        ai.data.io.read.update(image_size=getattr(x, \"nbytes\", -1))\n    with ai.data.io.read:\n"
-            "        y = torch.stack([torch.from_numpy((data[i+1:i+1+block_size]).astype(np.int64)) for i in ix])\n"
-            "        ai.data.io.read.update(image_size=getattr(y, \"nbytes\", -1))\n    return x, y\n\n\n"
-            "def train(model, optimizer, steps):\n    for it in range(steps):\n"
+            '    ix = torch.randint(len(data) - block_size, (batch_size,))\n    with ai.data.io.read:\n'
+            '        x = torch.stack([torch.from_numpy((data[i:i+block_size]).astype(np.int64)) for i in ix])\n'
+            '        ai.data.io.read.update(image_size=x.element_size() * x.nelement())\n'
+            '    with ai.data.io.read:\n'
+            '        y = torch.stack([torch.from_numpy((data[i+1:i+1+block_size]).astype(np.int64)) for i in ix])\n'
+            '        ai.data.io.read.update(image_size=y.element_size() * y.nelement())\n    return x, y\n\n\n'
+            'def train(model, optimizer, steps):\n    for it in range(steps):\n'
             "        X, Y = get_batch('train')\n        loss = model(X, Y)\n        loss.backward()\n"
-            "        optimizer.step()\n",
+            '        optimizer.step()\n',
         ),
         Case(
             # HDF5: the file opened once in __init__ (not the data path), read per sample;
@@ -274,16 +279,17 @@ class DataIO(Pass):
             "    def __getitem__(self, i):\n        image = self.h5['images'][i]\n"
             "        f = h5py.File(self.path + '.labels', 'r')\n        labels = f['labels']\n"
             "        label = labels[i]\n        f.close()\n        return torch.from_numpy(image), int(label)\n",
-            "from dftracer.python import ai\nimport h5py\nimport torch\n\n\n"
-            "class H5Samples(torch.utils.data.Dataset):\n"
-            "    def __init__(self, path):\n        self.h5 = h5py.File(path, 'r')\n        self.path = path\n\n"
-            "    def __getitem__(self, i):\n        with ai.data.io.read:\n            image = self.h5['images'][i]\n"
-            "            ai.data.io.read.update(image_size=getattr(image, \"nbytes\", -1))\n"
+            'import dftpass.runtime as _dft_runtime\nfrom dftracer.python import ai\nimport h5py\n'
+            'import torch\n\n\nclass H5Samples(torch.utils.data.Dataset):\n    def __init__(self, path):\n'
+            "        self.h5 = h5py.File(path, 'r')\n        self.path = path\n\n"
+            '    def __getitem__(self, i):\n        with ai.data.io.read:\n'
+            "            image = self.h5['images'][i]\n"
+            '            ai.data.io.read.update(image_size=_dft_runtime.nbytes(image))\n'
             "        with ai.data.io.open:\n            f = h5py.File(self.path + '.labels', 'r')\n"
             "        labels = f['labels']\n        with ai.data.io.read:\n            label = labels[i]\n"
-            "            ai.data.io.read.update(image_size=getattr(label, \"nbytes\", -1))\n"
-            "        with ai.data.io.close:\n            f.close()\n"
-            "        return torch.from_numpy(image), int(label)\n",
+            '            ai.data.io.read.update(image_size=_dft_runtime.nbytes(label))\n'
+            '        with ai.data.io.close:\n            f.close()\n'
+            '        return torch.from_numpy(image), int(label)\n',
         ),
         Case(
             # OpenCV, raw arrays and parquet in one sample; the index read in __init__ is not
@@ -296,20 +302,20 @@ class DataIO(Pass):
             "        image = cv2.cvtColor(image, cv2.COLOR_BGR2RGB)\n"
             "        depth = np.fromfile(row.depth, dtype=np.float32).reshape(480, 640)\n"
             "        table = pd.read_parquet(row.meta)\n        return image, depth, table.values\n",
-            "from dftracer.python import ai\nimport cv2\nimport numpy as np\nimport pandas as pd\n"
-            "from torch.utils.data import Dataset\n\n\n"
-            "class Frames(Dataset):\n    def __init__(self, index_path):\n"
-            "        self.index = pd.read_csv(index_path)\n\n"
-            "    def __len__(self):\n        return len(self.index)\n\n    def __getitem__(self, i):\n"
-            "        row = self.index.iloc[i]\n        with ai.data.io.read:\n"
-            "            image = cv2.imread(row.path)\n"
-            "            ai.data.io.read.update(image_size=getattr(image, \"nbytes\", -1))\n"
-            "        image = cv2.cvtColor(image, cv2.COLOR_BGR2RGB)\n        with ai.data.io.read:\n"
-            "            depth = np.fromfile(row.depth, dtype=np.float32).reshape(480, 640)\n"
-            "            ai.data.io.read.update(image_size=depth.nbytes)\n        with ai.data.io.read:\n"
-            "            table = pd.read_parquet(row.meta)\n"
-            "            ai.data.io.read.update(image_size=int(table.memory_usage(index=True).sum()))\n"
-            "        return image, depth, table.values\n",
+            'import dftpass.runtime as _dft_runtime\nfrom dftracer.python import ai\nimport cv2\n'
+            'import numpy as np\nimport pandas as pd\nfrom torch.utils.data import Dataset\n\n\n'
+            'class Frames(Dataset):\n    def __init__(self, index_path):\n'
+            '        self.index = pd.read_csv(index_path)\n\n    def __len__(self):\n'
+            '        return len(self.index)\n\n    def __getitem__(self, i):\n'
+            '        row = self.index.iloc[i]\n        with ai.data.io.read:\n'
+            '            image = cv2.imread(row.path)\n'
+            '            ai.data.io.read.update(image_size=_dft_runtime.nbytes(image))\n'
+            '        image = cv2.cvtColor(image, cv2.COLOR_BGR2RGB)\n        with ai.data.io.read:\n'
+            '            depth = np.fromfile(row.depth, dtype=np.float32).reshape(480, 640)\n'
+            '            ai.data.io.read.update(image_size=depth.nbytes)\n        with ai.data.io.read:\n'
+            '            table = pd.read_parquet(row.meta)\n'
+            '            ai.data.io.read.update(image_size=int(table.memory_usage(index=True).sum()))\n'
+            '        return image, depth, table.values\n',
         ),
         Case(
             # h5py opened lazily in each worker (a handle does not survive fork); the slice after
@@ -321,16 +327,16 @@ class DataIO(Pass):
             "        x = self.h5['x'][i]\n        x = x[..., ::-1]\n        try:\n"
             "            y = torch.load(f'{i}.pt')\n"
             "        except FileNotFoundError:\n            y = None\n        return x, y\n",
-            "from dftracer.python import ai\nimport h5py\nimport torch\nfrom torch.utils.data import Dataset\n\n\n"
-            "class Lazy(Dataset):\n    def __init__(self, path):\n        self.path = path\n        self.h5 = None\n\n"
-            "    def __getitem__(self, i):\n        if self.h5 is None:\n            with ai.data.io.open:\n"
+            'import dftpass.runtime as _dft_runtime\nfrom dftracer.python import ai\nimport h5py\n'
+            'import torch\nfrom torch.utils.data import Dataset\n\n\nclass Lazy(Dataset):\n'
+            '    def __init__(self, path):\n        self.path = path\n        self.h5 = None\n\n'
+            '    def __getitem__(self, i):\n        if self.h5 is None:\n            with ai.data.io.open:\n'
             "                self.h5 = h5py.File(self.path, 'r')\n        with ai.data.io.read:\n"
             "            x = self.h5['x'][i]\n"
-            "            ai.data.io.read.update(image_size=getattr(x, \"nbytes\", -1))\n        x = x[..., ::-1]\n        try:\n"
-            "            with ai.data.io.read:\n                y = torch.load(f'{i}.pt')\n"
-            "                ai.data.io.read.update(image_size=sum(t.element_size() * t.nelement() for t in "
-            "torch.utils._pytree.tree_flatten(y)[0] if torch.is_tensor(t)))\n"
-            "        except FileNotFoundError:\n            y = None\n        return x, y\n",
+            '            ai.data.io.read.update(image_size=_dft_runtime.nbytes(x))\n        x = x[..., ::-1]\n'
+            "        try:\n            with ai.data.io.read:\n                y = torch.load(f'{i}.pt')\n"
+            '                ai.data.io.read.update(image_size=sum(t.element_size() * t.nelement() for t in torch.utils._pytree.tree_flatten(y)[0] if torch.is_tensor(t)))\n'
+            '        except FileNotFoundError:\n            y = None\n        return x, y\n',
         ),
         Case(
             # image_size off: no measure, and a returned read is wrapped too
@@ -439,7 +445,8 @@ class DataIO(Pass):
         kind, torch = region.kind, torch_name(fs, region.what)
         if kind == "state" and torch is None:
             kind = "any"  # the tensors' walk needs the file's name for torch
-        tail = (names.node_update(node, image_size=image_size(holder, kind, torch or "torch")),) if measure else ()
+        size = names.image_size(holder, kind, torch or "torch") if measure else None
+        tail = (names.node_update(node, image_size=size),) if size else ()
         ctx.add_edit(fs.relpath, WrapStmt(self.id, region.line, f"{region.what}: {why}", region.path,
                                           names.node(node), tail, bind))
 
@@ -447,7 +454,8 @@ class DataIO(Pass):
 #: what the outermost call of a load statement returns, by qualified name -> image_size kind
 _LOAD_KINDS = {"numpy.array": "ndarray", "numpy.asarray": "ndarray", "numpy.frombuffer": "ndarray",
                "numpy.fromfile": "ndarray", "numpy.load": "maybe_array", "torch.tensor": "tensor",
-               "torch.from_numpy": "tensor", "torch.load": "state"}
+               "torch.from_numpy": "tensor", "torch.stack": "tensor", "torch.cat": "tensor",
+               "torch.load": "state"}
 #: a read of fewer bytes than this, given as a literal, is a header's (``fh.read(16)``), not data
 _HEADER_BYTES = 1024
 
@@ -508,6 +516,8 @@ def _regions(graph, function_id: str, measure: bool) -> list[_Region]:
             continue  # ``ds = f['group']['name']``: a lookup that hands back a handle
         if not measure and not any(c.stmt == path for c in fn.calls):
             continue  # a region with no call in it is found again only by its update line
+        if op == "read":
+            kind = _bound_kind(graph, fs, a.value) or kind
         out[path] = _Region(path, a.line, op, what, a.target if op == "read" else None, kind)
     for call in fn.calls:
         if call.stmt in out or call.stmt_kind not in ("expr", "return"):
@@ -572,6 +582,23 @@ def _read_or_open(graph, fs, fn, handles: Handles, value: str | None, keywords, 
             handle = handles.kind(holder, path)
             if handle == "h5file" and subs >= 2 or handle in ("h5dataset", "zarr"):
                 return "read", f"{holder}[...]", "maybe_array"
+    return None
+
+
+def _bound_kind(graph, fs, value: str | None) -> str | None:
+    """What the name a read statement binds holds, when the statement's outermost call says
+    it (``x = torch.stack([... memmap[i:j].astype(...) ...])``: a tensor; ``x =
+    mm[i:j].astype(np.int64)``: an array), whatever the read inside it gave."""
+    chain = call_chain(value)
+    if chain is None or chain[2]:
+        return None
+    base, methods = chain[0], chain[1]
+    if "[]." in base:  # a memmap's slice copied: astype/copy give an array (tolist a list)
+        method = base.rpartition("[].")[2]
+        return "ndarray" if method in ("astype", "copy") and all(m in ARRAY_METHODS for m in methods) else None
+    kind = _LOAD_KINDS.get(graph.qualify(fs, base))
+    if kind in ("ndarray", "tensor") and not methods:
+        return kind
     return None
 
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dftpass.api import (
-    Case, dataset_sample_readers, Finding, function_region, has_region, image_size, iterable_sample_spans, Pass, PassKind,
+    Case, dataset_sample_readers, Finding, function_region, has_region, iterable_sample_spans, Pass, PassKind,
     per_sample_functions, sample_readers, Severity, WrapStmt,
 )
 # the recognisers live in knowledge/data.py (ML-R25 and ML-R27 need the same data path); the names
@@ -162,7 +162,7 @@ class DatasetItems(Pass):
             if has_region(sfs, sfn, "data.item"):
                 continue
             names = ctx.names(sfs.relpath)
-            tail = (names.node_update("data.item", image_size=image_size(span.tensor, "tensor")),) \
+            tail = (names.node_update("data.item", image_size=names.image_size(span.tensor, "tensor")),) \
                 if span.tensor else ()
             ctx.add_edit(sfs.relpath, WrapStmt(self.id, span.line, f"produces one sample of {span.dataset} "
                                                "(the statements before its yield)", span.first,

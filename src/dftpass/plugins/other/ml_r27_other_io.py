@@ -8,7 +8,7 @@ import attrs
 
 from dftpass.api import (
     call_chain, CallSite, Case, data_path, does_io, Expect, facts, FileSummary, Finding, FunctionSummary, HANDLE_NAME,
-    Handles, image_size, is_node, Pass, PassKind, run_inside, Severity, StmtPath, unwrappable, WrapStmt,
+    Handles, is_node, Pass, PassKind, run_inside, Severity, StmtPath, unwrappable, WrapStmt,
 )
 
 #: calls that read a configuration or metadata file: qualified name -> (index of the file
@@ -92,10 +92,10 @@ class OtherIO(Pass):
         where something says them honestly: the file's position when the statement reads or
         writes a file opened for it (``with open(p, 'w') as f: json.dump(m, f)``: everything
         written through ``f`` so far), the array or frame in memory (``np.savetxt``,
-        ``read_csv``), ``len`` of what ``f.read()`` returned; otherwise ``-1``, "not
-        measured" (a parsed configuration has no size of its own), and only where another
-        region of the same node sets a size (``update`` sticks to the node: the ``-1`` keeps
-        that size off this region; where nothing sets one, no line is written). A TensorBoard
+        ``read_csv``), ``len`` of what ``f.read()`` returned, through
+        ``dftpass.runtime.nbytes`` where the type is known only then (a file object's
+        position, a buffer written); otherwise no size (a parsed configuration not bound to
+        a name, a CSV row): never a ``-1``. A TensorBoard
         ``SummaryWriter``'s ``flush()``/``close()`` (where its queued events reach the
         file) gets ``with ai.other.log:``.
 
@@ -108,7 +108,7 @@ class OtherIO(Pass):
     Example:
         ``with open(path) as f:`` / ``cfg = yaml.safe_load(f)`` gets ``with
         ai.other.io.read:`` around the ``yaml`` line and ``ai.other.io.read.update(image_size=
-        f.tell() if hasattr(f, "seekable") and f.seekable() else -1)`` after it.
+        _dft_runtime.nbytes(f))`` (the file's position: the bytes read) after it.
 
     Fix safety:
         Safe: a ``with`` region (it ends when the statement raises), a measure that cannot
@@ -161,7 +161,7 @@ class OtherIO(Pass):
     ]
     INVALID = [
         Case(
-            # nothing in the project has a size for these writes: no ``update(image_size=-1)``
+            # nothing names what is written: no ``update(image_size=...)``
             # lines (minGPT's setup_logging)
             "import json\nimport sys\n\n\ndef setup_logging(path, config):\n"
             "    with open(path + '/args.txt', 'w') as f:\n        f.write(' '.join(sys.argv))\n"
@@ -179,13 +179,14 @@ class OtherIO(Pass):
             "        cfg = yaml.safe_load(f)\n    history = fit(cfg)\n    with open(out, 'w') as fh:\n"
             "        json.dump({'history': history}, fh, indent=2)\n\n\ndef fit(cfg):\n"
             "    return [cfg['lr']]\n",
-            "from dftracer.python import ai\nimport json\n\nimport yaml\n\n\ndef main(config_path, out):\n"
-            "    with open(config_path) as f:\n        with ai.other.io.read:\n            cfg = yaml.safe_load(f)\n"
-            "            ai.other.io.read.update(image_size=f.tell() if hasattr(f, \"seekable\") and f.seekable() "
-            "else -1)\n    history = fit(cfg)\n    with open(out, 'w') as fh:\n        with ai.other.io.write:\n"
+            'import dftpass.runtime as _dft_runtime\nfrom dftracer.python import ai\nimport json\n\n'
+            'import yaml\n\n\ndef main(config_path, out):\n    with open(config_path) as f:\n'
+            '        with ai.other.io.read:\n            cfg = yaml.safe_load(f)\n'
+            '            ai.other.io.read.update(image_size=_dft_runtime.nbytes(f))\n    history = fit(cfg)\n'
+            "    with open(out, 'w') as fh:\n        with ai.other.io.write:\n"
             "            json.dump({'history': history}, fh, indent=2)\n"
-            "            ai.other.io.write.update(image_size=fh.tell() if hasattr(fh, \"seekable\") and fh.seekable() "
-            "else -1)\n\n\ndef fit(cfg):\n    return [cfg['lr']]\n",
+            '            ai.other.io.write.update(image_size=_dft_runtime.nbytes(fh))\n\n\ndef fit(cfg):\n'
+            "    return [cfg['lr']]\n",
         ),
         Case(
             # a data set's index read once in __init__ (not the data path); the one-line
@@ -195,14 +196,14 @@ class OtherIO(Pass):
             "            self.labels = json.load(fh)['labels']\n"
             "        self.cfg = yaml.safe_load(open(root + '/config.yaml'))\n\n"
             "    def __getitem__(self, i):\n        return self.labels[i]\n",
-            "from dftracer.python import ai\nimport json\n\nimport yaml\nfrom torch.utils.data import Dataset\n\n\n"
-            "class Samples(Dataset):\n    def __init__(self, root):\n        with open(root + '/dataset.json') as fh:\n"
+            'import dftpass.runtime as _dft_runtime\nfrom dftracer.python import ai\nimport json\n\n'
+            'import yaml\nfrom torch.utils.data import Dataset\n\n\nclass Samples(Dataset):\n'
+            "    def __init__(self, root):\n        with open(root + '/dataset.json') as fh:\n"
             "            with ai.other.io.read:\n                self.labels = json.load(fh)['labels']\n"
-            "                ai.other.io.read.update(image_size=fh.tell() if hasattr(fh, \"seekable\") and "
-            "fh.seekable() else -1)\n        with ai.other.io.read:\n"
-            "            self.cfg = yaml.safe_load(open(root + '/config.yaml'))\n"
-            "            ai.other.io.read.update(image_size=-1)\n\n"
-            "    def __getitem__(self, i):\n        return self.labels[i]\n",
+            '                ai.other.io.read.update(image_size=_dft_runtime.nbytes(fh))\n'
+            '        with ai.other.io.read:\n'
+            "            self.cfg = yaml.safe_load(open(root + '/config.yaml'))\n\n"
+            '    def __getitem__(self, i):\n        return self.labels[i]\n',
         ),
         Case(
             # per-epoch stats: a CSV row and a text array after each epoch (not per batch),
@@ -215,19 +216,18 @@ class OtherIO(Pass):
             "            losses.append(loss.item())\n            tb.add_scalar('loss', losses[-1])\n"
             "        writer.writerow([epoch, sum(losses)])\n        curve = np.array(losses)\n"
             "        np.savetxt(f'{out}/losses_{epoch}.txt', curve)\n    tb.flush()\n",
-            "from dftracer.python import ai\nimport csv\n\nimport numpy as np\n"
-            "from torch.utils.tensorboard import SummaryWriter\n\n\n"
-            "def fit(model, loader, optimizer, epochs, out):\n    tb = SummaryWriter(out)\n"
+            'import dftpass.runtime as _dft_runtime\nfrom dftracer.python import ai\nimport csv\n\n'
+            'import numpy as np\nfrom torch.utils.tensorboard import SummaryWriter\n\n\n'
+            'def fit(model, loader, optimizer, epochs, out):\n    tb = SummaryWriter(out)\n'
             "    stats = open(out + '/stats.csv', 'w', newline='')\n    writer = csv.writer(stats)\n"
-            "    for epoch in range(epochs):\n        losses = []\n        for x, y in loader:\n"
-            "            loss = model(x, y)\n            loss.backward()\n            optimizer.step()\n"
+            '    for epoch in range(epochs):\n        losses = []\n        for x, y in loader:\n'
+            '            loss = model(x, y)\n            loss.backward()\n            optimizer.step()\n'
             "            losses.append(loss.item())\n            tb.add_scalar('loss', losses[-1])\n"
-            "        with ai.other.io.write:\n            writer.writerow([epoch, sum(losses)])\n"
-            "            ai.other.io.write.update(image_size=-1)\n        curve = np.array(losses)\n"
-            "        with ai.other.io.write:\n            np.savetxt(f'{out}/losses_{epoch}.txt', curve)\n"
-            "            ai.other.io.write.update(image_size=curve.nbytes if isinstance(getattr(curve, \"nbytes\", "
-            "None), int) else len(curve) if isinstance(curve, (bytes, bytearray, str)) else -1)\n"
-            "    with ai.other.log:\n        tb.flush()\n",
+            '        with ai.other.io.write:\n            writer.writerow([epoch, sum(losses)])\n'
+            '        curve = np.array(losses)\n        with ai.other.io.write:\n'
+            "            np.savetxt(f'{out}/losses_{epoch}.txt', curve)\n"
+            '            ai.other.io.write.update(image_size=_dft_runtime.nbytes(curve))\n'
+            '    with ai.other.log:\n        tb.flush()\n',
         ),
         Case(
             # sample images written after training (a GAN's save_image)
@@ -256,13 +256,10 @@ class OtherIO(Pass):
                 if fn.is_module and not _runs_after_start(fs, region, module_statements):
                     continue
                 found.append((function_id, region))
-        # ``update(image_size=-1)`` only keeps a size set elsewhere off a region that has none
-        # (``update`` sticks to the node): where nothing sets one, it is a line for nothing
-        sized = {region.node for _, region in found if region.kind != "unknown"} | _sized_by_hand(graph)
         for function_id, region in found:
-            self._emit(ctx, graph, loops, function_id, region, function_id in hot, region.node in sized)
+            self._emit(ctx, graph, loops, function_id, region, function_id in hot)
 
-    def _emit(self, ctx, graph, loops, function_id: str, region: _Region, hot: bool, sized: bool = True) -> None:
+    def _emit(self, ctx, graph, loops, function_id: str, region: _Region, hot: bool) -> None:
         fs, fn = graph.functions[function_id]
         calls = [(i, c) for i, c in enumerate(fn.calls) if c.stmt == region.path]
         if any(_region_node(fs, w) for c in fn.calls if c.stmt[:-1] == region.path[:-1] or c.stmt == region.path
@@ -293,23 +290,13 @@ class OtherIO(Pass):
                                    severity=Severity.INFO))
             return
         names = ctx.names(fs.relpath)
-        tail = (names.node_update(region.node, image_size=image_size(region.holder or "", region.kind)),) \
-            if measure and (sized or region.kind != "unknown") else ()
+        # the size of what moved, when a name holds it (no size otherwise: never a -1)
+        size = names.image_size(region.holder, region.kind) if measure else None
+        tail = (names.node_update(region.node, image_size=size),) if size else ()
         why = {"other.io.read": "configuration or metadata read", "other.io.write": "stats, results or metadata write",
                "other.log": "TensorBoard events written"}[region.node]
         ctx.add_edit(fs.relpath, WrapStmt(self.id, region.line, f"{region.what}: {why}, not per batch", region.path,
                                           names.node(region.node), tail))
-
-
-def _sized_by_hand(graph) -> set[str]:
-    """The ``other.io`` nodes whose ``image_size`` the project sets itself somewhere."""
-    out = set()
-    for fs, fn in graph.functions.values():
-        for call in fn.calls:
-            if call.method == "update" and any(k == "image_size" for k, _ in call.keywords):
-                out |= {f"other.io.{op}" for op in ("open", "read", "write", "close")
-                        if is_node(fs, call.receiver, f"other.io.{op}")}
-    return out
 
 
 def _region_node(fs: FileSummary, text: str | None) -> bool:
