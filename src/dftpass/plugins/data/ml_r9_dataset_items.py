@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from dftpass.api import (
-    Case, dataset_sample_readers, Finding, function_region, has_region, iterable_sample_spans, Pass, PassKind,
-    per_sample_functions, sample_readers, Severity, WrapStmt,
+    Case, dataset_sample_readers, Finding, function_region, has_region, InsertAfter, iterable_sample_spans, Pass,
+    PassKind, per_sample_functions, sample_readers, Severity, WrapStmt,
 )
 # the recognisers live in knowledge/data.py (ML-R25 and ML-R27 need the same data path); the names
 # stay importable from here
@@ -25,6 +25,11 @@ class DatasetItems(Pass):
         its batch sample by sample (``torch.stack([read(i) for i in ix])``) has the same
         role for the function called per sample, unless that function only transforms the
         sample it is handed (batch provenance: ``char_tensor(chunk)``; ML-R10 marks it).
+
+        The item event carries the sample's bytes (``image_size``, as DLIO's authors put them):
+        of the name the item returns (``x = ...; return x``), or of the sample a function it
+        calls cuts and keeps (DLIO's ``get_sample``: ``image = self.open_file_map[f][...,
+        i]``), measured by ``dftpass.runtime.nbytes`` while tracing.
 
         An iterable data set (``IterableDataset`` with a generator ``__iter__``) gets
         ``with ai.data.item:`` around the statements of its loop that come before the
@@ -140,6 +145,61 @@ class DatasetItems(Pass):
             '    for x in DataLoader(NoisyNpy(), batch_size=4):\n        model(x).sum().backward()\n'
             '        opt.step()\n',
         ),
+        Case(
+            # DLIO's readers: the item (read_index) calls get_sample, which cuts the sample from the opened
+            # file and keeps it only for the cost of reading it: the item event gets the sample's bytes
+            'import numpy as np\nfrom torch.utils.data import DataLoader, Dataset\n\n\nclass Reader:\n'
+            '    def __init__(self, files):\n        self.files = files\n        self.open_file_map = {}\n\n'
+            '    def get_sample(self, filename, sample_index):\n        raise NotImplementedError\n\n'
+            '    def read_index(self, index):\n        filename, sample_index = self.files[index]\n'
+            '        if filename not in self.open_file_map:\n'
+            '            self.open_file_map[filename] = np.load(filename)\n'
+            '        self.get_sample(filename, sample_index)\n        return index\n\n\n'
+            'class NpyReader(Reader):\n    def get_sample(self, filename, sample_index):\n'
+            '        image = self.open_file_map[filename][..., sample_index]\n\n\nclass Samples(Dataset):\n'
+            '    def __init__(self, reader):\n        self.reader = reader\n\n    def __len__(self):\n'
+            '        return 8\n\n    def __getitem__(self, i):\n        return self.reader.read_index(i)\n\n\n'
+            'def fit(model, opt, files):\n    for x in DataLoader(Samples(NpyReader(files)), batch_size=4):\n'
+            '        model(x).sum().backward()\n        opt.step()\n',
+            'import dftpass.runtime as _dft_runtime\nfrom dftracer.python import ai, env as _dft_env\n'
+            'import numpy as np\nfrom torch.utils.data import DataLoader, Dataset\n\n\nclass Reader:\n'
+            '    def __init__(self, files):\n        self.files = files\n        self.open_file_map = {}\n\n'
+            '    def get_sample(self, filename, sample_index):\n        raise NotImplementedError\n\n'
+            '    @ai.data.item\n    def read_index(self, index):\n'
+            '        filename, sample_index = self.files[index]\n'
+            '        if filename not in self.open_file_map:\n'
+            '            self.open_file_map[filename] = np.load(filename)\n'
+            '        self.get_sample(filename, sample_index)\n        return index\n\n\n'
+            'class NpyReader(Reader):\n    def get_sample(self, filename, sample_index):\n'
+            '        image = self.open_file_map[filename][..., sample_index]\n'
+            '        if _dft_env.DFTRACER_ENABLE:\n'
+            '            ai.data.item.update(image_size=_dft_runtime.nbytes(image))\n\n\n'
+            'class Samples(Dataset):\n    def __init__(self, reader):\n        self.reader = reader\n\n'
+            '    def __len__(self):\n        return 8\n\n    def __getitem__(self, i):\n'
+            '        return self.reader.read_index(i)\n\n\ndef fit(model, opt, files):\n'
+            '    for x in DataLoader(Samples(NpyReader(files)), batch_size=4):\n'
+            '        model(x).sum().backward()\n        opt.step()\n',
+        ),
+        Case(
+            # an item that returns the sample it made: its bytes, measured while tracing (np.load may give
+            # an array or an NpzFile: dftpass.runtime.nbytes)
+            'import numpy as np\nimport torch\nfrom torch.utils.data import DataLoader, Dataset\n\n\n'
+            'class Shards(Dataset):\n    def __init__(self, paths):\n        self.paths = paths\n\n'
+            '    def __len__(self):\n        return len(self.paths)\n\n    def __getitem__(self, i):\n'
+            '        x = np.load(self.paths[i])\n        x = torch.from_numpy(x).float() / 255\n'
+            '        return x\n\n\ndef fit(model, opt, paths):\n'
+            '    for x in DataLoader(Shards(paths), batch_size=4):\n        model(x).sum().backward()\n'
+            '        opt.step()\n',
+            'import dftpass.runtime as _dft_runtime\nfrom dftracer.python import ai, env as _dft_env\n'
+            'import numpy as np\nimport torch\nfrom torch.utils.data import DataLoader, Dataset\n\n\n'
+            'class Shards(Dataset):\n    def __init__(self, paths):\n        self.paths = paths\n\n'
+            '    def __len__(self):\n        return len(self.paths)\n\n    @ai.data.item\n'
+            '    def __getitem__(self, i):\n        x = np.load(self.paths[i])\n'
+            '        x = torch.from_numpy(x).float() / 255\n        if _dft_env.DFTRACER_ENABLE:\n'
+            '            ai.data.item.update(image_size=_dft_runtime.nbytes(x))\n        return x\n\n\n'
+            'def fit(model, opt, paths):\n    for x in DataLoader(Shards(paths), batch_size=4):\n'
+            '        model(x).sum().backward()\n        opt.step()\n',
+        ),
     ]
 
     def run(self, ctx) -> None:
@@ -185,3 +245,53 @@ class DatasetItems(Pass):
                                    Severity.INFO))
                 continue
             ctx.add_edit(tfs.relpath, function_region(ctx.names(tfs.relpath), tfn, "data.item", self.id, why))
+            self._sample_sizes(ctx, graph, target)
+
+    def _sample_sizes(self, ctx, graph, item: str) -> None:
+        """The item event's ``image_size``: the sample the item returns (``x = ...; return
+        x``), or the one a function it calls cuts and keeps (DLIO's readers' ``get_sample``:
+        ``image = self.open_file_map[filename][..., sample_index]``, read for its cost and
+        dropped). The update sticks to the ``data.item`` node, so the open item event carries
+        it; it runs only while tracing (the sample's type is known then: ``nbytes``)."""
+        spots = [(item, _returned_sample(graph.fn(item)))]
+        for call, targets in graph.calls_with_targets(item):
+            spots += [(t, _kept_sample(graph.fn(t))) for t in sorted(targets) if t in graph.functions]
+        for function_id, assign in spots:
+            if assign is None:
+                continue
+            fs = graph.file_of(function_id)
+            names = ctx.names(fs.relpath)
+            code = names.when_tracing(names.node_update("data.item", image_size=names.image_size(assign.target, "any")))
+            ctx.add_edit(fs.relpath, InsertAfter(self.id, assign.line, f"the size of the sample {assign.target}",
+                                                 assign.stmt, code))
+
+
+def _top_level(fn, stmt) -> int | None:
+    """The index of ``stmt`` among the function's own statements (None if it is nested)."""
+    return stmt[len(fn.stmt)][1] if len(stmt) == len(fn.stmt) + 1 else None
+
+
+def _last_index(fn) -> int:
+    return max((s[len(fn.stmt)][1] for s in [*(c.stmt for c in fn.calls), *(a.stmt for a in fn.assigns)]
+                if len(s) > len(fn.stmt)), default=-1)
+
+
+def _returned_sample(fn):
+    """The last top-level assignment of the name the function returns (``return x``)."""
+    named = [r for r in fn.returns if r and r.isidentifier()]
+    if len(named) != 1 or len(fn.returns) != 1:
+        return None
+    found = [a for a in fn.assigns if a.target == named[0] and _top_level(fn, a.stmt) is not None]
+    return found[-1] if found else None
+
+
+def _kept_sample(fn):
+    """The function's last statement, when it binds a plain name to a subscript that nothing
+    reads after it (a sample cut from what was read, kept only for the cost of reading it)."""
+    if fn.returns or not fn.assigns:
+        return None
+    last = fn.assigns[-1]
+    index = _top_level(fn, last.stmt)
+    if index is None or index != _last_index(fn) or not last.target.isidentifier() or not (last.value or "").endswith("[]"):
+        return None
+    return last
