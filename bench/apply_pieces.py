@@ -20,7 +20,7 @@ import time
 from pathlib import Path
 
 import dftpass.core.pieces as pieces
-from dftpass.core import pipeline, rewrite
+from dftpass.core import apply, pipeline
 from dftpass.core.config import cli_overrides, load_config
 
 
@@ -48,7 +48,7 @@ def main() -> int:
         pieces.apply_in_pieces = cut
         gc.disable()
         start = time.perf_counter()
-        out = {rel: rewrite.apply_edits(rel, sources[rel], es, anchor) for rel, es, anchor in captured}
+        out = {rel: apply.apply_edits(rel, sources[rel], es, anchor) for rel, es, anchor in captured}
         seconds = time.perf_counter() - start
         gc.enable()
         pieces.apply_in_pieces = cut_by

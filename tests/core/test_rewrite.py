@@ -7,7 +7,7 @@ import ast
 from dftpass.core.edits import EditSet, Enumerate, InsertAfter, InsertBefore, WrapBody, WrapIter, WrapStmt
 from dftpass.core.emitter import FileNames
 from dftpass.core.placement import function_region
-from dftpass.core.rewrite import apply_edits
+from dftpass.core.apply import apply_edits
 from dftpass.core.summary import summarize
 
 

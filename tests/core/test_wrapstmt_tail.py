@@ -8,7 +8,7 @@ import ast
 from dftpass.core.edits import EditSet, WrapStmt
 from dftpass.core.emitter import FileNames, image_size
 from dftpass.core.provenance import record
-from dftpass.core.rewrite import apply_edits
+from dftpass.core.apply import apply_edits
 from dftpass.core.strip import strip_source
 from dftpass.core.summary import summarize
 

@@ -15,18 +15,34 @@ Edits and findings of a rule that the configuration switches off for a path
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import attrs
 
 from dftpass.core.config import Config
 from dftpass.core.edits import Edit, EditSet, edit_target
 from dftpass.core.emitter import FileNames
+from dftpass.core.errors import PluginError
 from dftpass.core.findings import Finding, Severity
 from dftpass.core.project import Project
 
-if TYPE_CHECKING:
-    from dftpass.core.manager import PassManager
+class Manager(Protocol):
+    """What a run reads of its pass manager (:class:`dftpass.core.manager.PassManager`, which
+    makes the run context): declared here so that this module does not import the manager."""
+
+    registry: dict[str, Any]
+    provider: dict[str, str]
+    selection: Any
+
+    def declared(self, pass_id: str) -> frozenset[str]: ...
+
+    def instance(self, pass_id: str) -> Any: ...
+
+    def runs_after(self, later: str, earlier: str) -> bool: ...
+
+    def precedence(self, winner: str, loser: str) -> str: ...
+
+    def run_guarded(self, pass_id: str, run) -> Any: ...
 
 
 @attrs.define
@@ -40,7 +56,7 @@ class PassTiming:
 class RunContext:
     config: Config
     project: Project
-    manager: "PassManager"
+    manager: Manager
     #: "plan" | "run" | "validate" | "analyze"
     mode: str = "plan"
     #: for ``analyze``: the run being analysed (:class:`dftpass.runs.layout.RunDir`) and how
@@ -64,8 +80,6 @@ class RunContext:
         computes it first."""
         asking = self._computing[-1] if self._computing else self.running
         if asking is not None and pass_id not in self.manager.declared(asking):
-            from dftpass.core.manager import PluginError
-
             raise PluginError(f"pass {asking} (plugin {self.manager.provider.get(asking, '?')!r}) asked for "
                               f"analysis {pass_id!r}, which it does not declare: add it to `requires`")
         return self._compute(pass_id)
@@ -84,10 +98,8 @@ class RunContext:
         instance = self.manager.instance(pass_id)
         self._computing.append(pass_id)
         start = time.perf_counter()
-        from dftpass.core.manager import run_pass
-
         try:
-            result = run_pass(self.manager, pass_id, lambda: instance.run(self))
+            result = self.manager.run_guarded(pass_id, lambda: instance.run(self))
         finally:
             self._computing.pop()
         self.timings.append(PassTiming(pass_id, time.perf_counter() - start))

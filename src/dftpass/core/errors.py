@@ -2,12 +2,16 @@
 
 A :class:`UserError` ends a command with exit code 2 and its message on one line, never a
 traceback. Anything else that escapes a pass is a bug, and :func:`dftpass.core.manager.run_pass`
-turns it into a :class:`~dftpass.core.manager.PluginError` that names the pass and its plugin.
+turns it into a :class:`PluginError` that names the pass and its plugin.
 """
 
 
 class UserError(Exception):
     """Bad input, configuration or environment; the message says what and where (exit 2)."""
+
+
+class PluginError(Exception):
+    """A plugin's hook or pass raised; the message names the plugin (and the pass)."""
 
 
 #: the exit codes of every command (``dftpass --help`` says what each means)

@@ -32,7 +32,7 @@ import structlog
 from dftpass.core import hookspecs
 from dftpass.core.config import Config, ConfigError, Value
 from dftpass.core.context import PassTiming, RunContext
-from dftpass.core.errors import UserError
+from dftpass.core.errors import PluginError, UserError
 from dftpass.core.findings import Finding, Severity
 from dftpass.core.passes import Pass, PassKind, option_fields
 from dftpass.core.project import TOOL
@@ -199,10 +199,6 @@ def merge_knowledge(given: list[tuple[str, dict]]) -> dict:
     return {k: tuple(v) if k in KNOWLEDGE_LISTS else v for k, v in out.items()}
 
 
-class PluginError(Exception):
-    """A plugin's hook or pass raised; the message names the plugin (and the pass)."""
-
-
 def run_pass(manager: "PassManager", pass_id: str, run):
     """``run()``, with an exception turned into one that names the pass and its plugin."""
     try:
@@ -227,6 +223,11 @@ class PassManager:
         self._collect_passes()
         #: which rules are on, globally and per file (the one place that decides)
         self.selection = Selection(config, self.registry)
+
+    def run_guarded(self, pass_id: str, run):
+        """``run()`` for pass ``pass_id``, an exception turned into one that names the pass and
+        its plugin (what the run context calls, without importing this module)."""
+        return run_pass(self, pass_id, run)
 
     # -- discovery ---------------------------------------------------------------------
     def _collect_passes(self) -> None:

@@ -44,6 +44,7 @@ import libcst as cst
 from dftpass.core.edits import Decorate, Edit, EditSet, InsertBefore, WrapStmt, edit_target
 from dftpass.core.emitter import API_MODULE
 from dftpass.core.linebytes import keep_original_bytes
+from dftpass.core.rewrite import transform
 
 _CODING = re.compile(rb"^[ \t\f]*#.*?coding[:=][ \t]*([-\w.]+)")
 _UTF8 = {"utf-8", "utf8", "utf_8", "u8"}
@@ -388,7 +389,6 @@ class _Renderer:
         self.indent = indent
 
     def __call__(self, piece: Piece) -> bytes:
-        from dftpass.core.rewrite import transform
 
         if piece.text is not None:
             return piece.text

@@ -33,7 +33,7 @@ from dftpass.core.project import TOOL, Project, pool_context
 log = structlog.get_logger("dftpass")
 
 if TYPE_CHECKING:
-    from dftpass.core.rewrite import Applied
+    from dftpass.core.apply import Applied
 
 
 @attrs.define
@@ -111,7 +111,7 @@ class AnnotateResult:
 
 
 def _apply_one(root: str, relpath: str, edit_set: EditSet, anchor: int) -> "Applied":
-    from dftpass.core.rewrite import apply_edits
+    from dftpass.core.apply import apply_edits
 
     source = (Path(root) / relpath).read_bytes()
     return apply_edits(relpath, source, edit_set, anchor)

@@ -3,23 +3,21 @@
 :func:`transform` resolves the statement paths of the edits (:mod:`dftpass.core.edits`) in
 a libcst module, applies every edit in one transform and adds the imports once (after the
 module docstring and ``from __future__`` imports, merged into an existing ``from
-dftracer.python import``). :func:`apply_edits` gives it the pieces of the file that hold
-edits (:mod:`dftpass.core.pieces`), or else the whole file, and checks that the result
-compiles. Anything that goes wrong leaves the file untouched and says why. Comments and
-formatting outside the edited spots are kept byte for byte.
+dftracer.python import``). :func:`dftpass.core.apply.apply_edits` gives it the pieces of
+the file that hold edits (:mod:`dftpass.core.pieces`), or else the whole file, and checks
+that the result compiles. Anything that goes wrong leaves the file untouched and says why.
+Comments and formatting outside the edited spots are kept byte for byte.
 """
 
 from __future__ import annotations
 
 from typing import Sequence, Union
 
-import attrs
 import libcst as cst
 
-from dftpass.core.edits import (AddArgument, Decorate, Edit, EditSet, Enumerate, InsertAfter, InsertBefore, WrapBody,
+from dftpass.core.edits import (AddArgument, Decorate, Edit, Enumerate, InsertAfter, InsertBefore, WrapBody,
                                 WrapIter, WrapStmt, WrapValue, edit_target)
 from dftpass.core.emitter import API_MODULE, IMPORT_PRELUDE, IMPORT_PRELUDE_COMMENT
-from dftpass.core.linebytes import keep_original_bytes
 from dftpass.core.summary import StmtPath
 
 
@@ -567,15 +565,6 @@ def _wrap_at(expr: cst.BaseExpression, e: WrapIter) -> cst.BaseExpression:
 # --------------------------------------------------------------------------------------
 
 
-@attrs.frozen
-class Applied:
-    relpath: str
-    original: bytes
-    new: bytes | None  # None: left untouched (see error)
-    encoding: str = "utf-8"
-    error: str | None = None
-
-
 def transform(module: cst.Module, edits: Sequence[Edit], api_imports, std_imports, import_anchor: int,
               prelude: bool = False) -> cst.Module:
     """``module`` with ``edits`` applied and the imports added: one-line suites that an edit
@@ -590,37 +579,3 @@ def transform(module: cst.Module, edits: Sequence[Edit], api_imports, std_import
     if owners:
         module = module.visit(_ExpandSuites(owners))
     return module.visit(_Apply(module, edits, api_imports, std_imports, import_anchor, prelude))
-
-
-def apply_edits(relpath: str, source: bytes, edit_set: EditSet, import_anchor: int) -> Applied:
-    """Apply the queued edits to ``source``; never raises for a problem in the file or edits.
-    Only the top-level statements that hold an edit are regenerated (:mod:`dftpass.core.
-    pieces`); a file that cannot be cut, or whose pieces fail, is transformed whole."""
-    from dftpass.core.pieces import apply_in_pieces
-
-    try:
-        new = apply_in_pieces(source, edit_set, import_anchor)
-    except Exception:  # noqa: BLE001 - the whole-file transform below says what is wrong
-        new = None
-    encoding = "utf-8"
-    if new is None:
-        try:
-            module = cst.parse_module(source)
-        except cst.ParserSyntaxError as exc:
-            return Applied(relpath, source, None, error=f"libcst cannot parse the file: {exc.message}")
-        except Exception as exc:  # noqa: BLE001 - an encoding libcst refuses, a recursion limit: never a crash
-            return Applied(relpath, source, None, error=f"libcst cannot parse the file ({type(exc).__name__}: "
-                                                         f"{exc}); left untouched")
-        encoding = module.encoding
-        try:
-            new_module = transform(module, edit_set.edits, edit_set.api_imports, edit_set.std_imports,
-                                   import_anchor, edit_set.import_prelude)
-            new = keep_original_bytes(source, new_module.bytes)
-        except (EditError, cst.ParserSyntaxError, Exception) as exc:  # noqa: BLE001 - the user's file must survive
-            return Applied(relpath, source, None, encoding, error=f"edits could not be applied: {exc}")
-    try:
-        compile(new, relpath, "exec", dont_inherit=True)
-    except (SyntaxError, ValueError) as exc:
-        return Applied(relpath, source, None, encoding,
-                       error=f"the transformed file does not compile ({exc}); left untouched")
-    return Applied(relpath, source, new, encoding)

@@ -21,12 +21,29 @@ graph's first-pass resolution (:mod:`dftpass.core.callgraph`).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Iterable
+from typing import Iterable, Protocol
 
 import attrs
 
-if TYPE_CHECKING:
-    from dftpass.core.callgraph import CallGraph
+from dftpass.core.summary import ClassSummary, FileSummary, FunctionSummary
+
+
+class Graph(Protocol):
+    """What the value flow reads of the call graph (:class:`dftpass.core.callgraph.CallGraph`,
+    which builds a :class:`Values` over itself): declared here so that this module does not
+    import the one that imports it."""
+
+    classes: dict[str, tuple[FileSummary, ClassSummary]]
+
+    def fn(self, function_id: str) -> FunctionSummary: ...
+
+    def targets(self, caller: str, call_index: int) -> tuple[str, ...]: ...
+
+    def methods_of(self, class_id: str) -> list[str]: ...
+
+    def method(self, class_id: str, name: str, skip_self: bool = False) -> str | None: ...
+
+    def instance_call(self, class_id: str) -> str | None: ...
 
 Origins = frozenset
 _EMPTY: frozenset[str] = frozenset()
@@ -77,7 +94,7 @@ def classes(origins: Iterable[str]) -> set[str]:
 
 @attrs.define
 class Values:
-    graph: "CallGraph"
+    graph: Graph
     hints: ValueHints = attrs.field(factory=ValueHints)
     _memo: dict[tuple[str, str], frozenset[str]] = attrs.field(factory=dict)
     _attr_memo: dict[tuple[str, str], frozenset[str]] = attrs.field(factory=dict)

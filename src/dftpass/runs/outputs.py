@@ -27,17 +27,7 @@ import zipfile
 from pathlib import Path
 from typing import IO, Iterable, Sequence
 
-#: timing-like text that varies between identical runs: replaced by ``<T>`` before comparing
-#: (each is a Python regex; ``outputs.mask`` replaces the list)
-DEFAULT_MASKS = (
-    r"\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:[.,]\d+)?",                  # 2026-12-02 13:05:51.123
-    r"\b\d\d:\d\d:\d\d(?:[.,]\d+)?\b",                                  # 13:05:51, 00:01:02
-    r"(?i)\b\d+(?:\.\d+)?(?:e[-+]?\d+)?\s*(?:ms|us|µs|ns|s|sec|secs|seconds?|mins?|minutes?|hours?)\b",
-    r"(?i)\b\d+(?:\.\d+)?\s*(?:it|its|samples?|img|images?|tokens?|batch(?:es)?|steps?|ex|examples?)/s\b",
-    r"(?i)\b(?:time|elapsed|took|duration|eta|speed|throughput|ms/batch|s/it|it/s|wall)\b"
-    r"[^0-9\n]{0,12}\d+(?:\.\d+)?(?:e[-+]?\d+)?",                       # time: 1.23, ms/batch 34.5
-    r"\b0x[0-9a-fA-F]{6,}\b",                                           # object addresses
-)
+from dftpass.core.config import DEFAULT_MASKS  # the default of ``outputs.mask``, with its setting
 MASK = "<T>"
 STDOUT, MASKED = "stdout.txt", "stdout.masked.txt"
 #: what is fingerprinted at most per repeat (files, bytes): a run that writes a data set is
