@@ -126,6 +126,11 @@ class RunContext:
         time the tracing, not the runs (a note says so; the caller is the place)."""
         if not self.rule_enabled_for(edit.rule, relpath):
             return False
+        if self.mode != "analyze" and "programs" in self.manager.registry and self._untraced(relpath, edit):
+            self.report(Finding(edit.rule, f"not placed: {edit.why}: only programs that train and evaluate nothing "
+                                "run this code (an export, a conversion, a plot), and nothing traces them",
+                                relpath, edit.line, severity=Severity.INFO))
+            return False
         if self.mode != "analyze" and "compiled" in self.manager.registry:
             compiler = self._compute("compiled").enclosing(relpath, edit_target(edit))
             if compiler is not None:
@@ -145,6 +150,19 @@ class RunContext:
                                 f"({self.manager.precedence(winner, edit.rule)})", relpath, edit.line,
                                 severity=Severity.INFO if declared else Severity.WARNING))
         return False
+
+    def _untraced(self, relpath: str, edit: Edit) -> bool:
+        """Whether the edit lands in code only untraced programs run (the programs analysis)."""
+        if "untraced" not in self._cache:
+            graph = self._compute("callgraph")
+            index: dict[str, list[tuple]] = {}
+            for function_id in self._compute("programs").untraced():
+                if function_id in graph.functions:
+                    fs, fn = graph.functions[function_id]
+                    index.setdefault(fs.relpath, []).append(fn.stmt)
+            self._cache["untraced"] = index
+        target = edit_target(edit)
+        return any(target[:len(stmt)] == stmt for stmt in self._cache["untraced"].get(relpath, ()))
 
     def starts_tracing(self, relpath: str) -> None:
         """Say that the file starts tracing: the edits planned for it initialize dftracer, so

@@ -55,6 +55,16 @@ class Programs:
     def reach(self, entry: Entry) -> set[str]:
         return self._reach.get(entry.key, set())
 
+    def untraced(self) -> set[str]:
+        """The functions that only programs training nothing run (an export, a conversion, a
+        plotting script): dftpass puts no region there, since nothing traces them. Empty when
+        no program is instrumented (a library, a snippet: the rules decide alone)."""
+        traced: set[str] = set()
+        others: set[str] = set()
+        for p in self.programs:
+            (traced if p.instrumented else others).update(self.reach(p.entry))
+        return others - traced if traced else set()
+
     def to_dict(self) -> dict:
         return {"kind": self.kind, "reason": self.reason, "entries": [
             {"kind": p.entry.kind, "path": p.entry.relpath, "line": p.entry.line, "function": p.entry.function,
