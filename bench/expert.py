@@ -42,6 +42,7 @@ import sys
 import tempfile
 from collections import Counter, defaultdict
 from pathlib import Path
+from typing import Iterable
 
 DFTPASS = [sys.executable, "-m", "dftpass"]
 
@@ -82,6 +83,7 @@ def inventory(root: Path) -> Counter:
     from dftpass.core.callgraph import build_callgraph
     from dftpass.core.config import load_config
     from dftpass.core.project import Project
+    from dftpass.core.emitter import runtime_call
     from dftpass.plugins.checks.regions import module_loggers, region_of
 
     config = load_config(root)
@@ -96,6 +98,9 @@ def inventory(root: Path) -> Counter:
             texts = [(t, ()) for t in (*fn.decorators, *fn.withs)]
             texts += [(c.callee, c.keywords) for c in fn.calls]
             texts += [(layer.callee, ()) for loop in fn.loops for layer in loop.layers]
+            for call in fn.calls:  # ``_dft_runtime.initialize(root=True)`` opens the root region
+                if runtime_call(fs, call.callee) == "initialize" and ("root", "True") in call.keywords:
+                    found[(fs.relpath, fn.qualname, "root")] += 1
             for text, keywords in texts:
                 path = region_of(fs, text, loggers)
                 kind = kind_of("" if path == "ai" else path, keywords) if path is not None else None
@@ -149,11 +154,56 @@ def scoped(expert: Counter, ours: Counter) -> Counter:
     return Counter({k: n for k, n in ours.items() if k[0] in files and k[2] in labels})
 
 
-def changed_lines(original: Path, annotated: Path) -> int:
-    """Lines added plus lines removed by the annotation (``diff -r``, dftpass's own folder left out)."""
+def changed_lines(original: Path, annotated: Path, files: Iterable[str] | None = None) -> int:
+    """Lines added plus lines removed by the annotation (``diff -r``, dftpass's own folder left
+    out); only in ``files`` (paths relative to the roots) when given."""
+    if files is not None:
+        total = 0
+        for rel in files:
+            a, b = original / rel, annotated / rel
+            if a.is_file() and b.is_file():
+                out = subprocess.run(["diff", str(a), str(b)], capture_output=True, text=True).stdout
+                total += sum(1 for line in out.splitlines() if line[:2] in ("< ", "> "))
+        return total
     out = subprocess.run(["diff", "-r", "-x", ".dftpass", "-x", "__pycache__", str(original), str(annotated)],
                          capture_output=True, text=True).stdout
     return sum(1 for line in out.splitlines() if line[:2] in ("< ", "> "))
+
+
+#: the lines of a diff an expert's region costs, in its most compact form (what an expert
+#: writes by hand): a decorator is one added line; a loop wrapped in ``.iter(...)`` rewrites
+#: its ``for`` line (one removed, one added); a statement region is ``start()`` and ``stop()``
+#: around it (two added); an ``update(...)`` is one; the root is the initialization, its
+#: finalize and the root region (four). A phase or forward at module level is a statement
+#: region. Each file the expert annotates adds its import line.
+EXPERT_LINES = {
+    "root": 4, "pipeline.epoch": 2, "dataloader": 2, "step": 1, "image_size": 1,
+    "compute.backward": 2, "compute.step": 2, "device.transfer": 2, "data.io": 2, "checkpoint.io": 2,
+    "other.io": 2,
+}
+DECORATOR_KINDS = ("compute.forward", "compute", "data.item", "data.preprocess", "data.collate",
+                   "checkpoint.capture", "checkpoint.restart", "checkpoint.init", "pipeline.train",
+                   "pipeline.evaluate", "pipeline.test", "generic")
+
+
+def expert_lines(expert: Counter) -> int:
+    """The changed lines of the expert's annotation, estimated region by region (EXPERT_LINES)."""
+    total = len({rel for (rel, _, _) in expert})  # one import line a file
+    for (_, qualname, kind), n in expert.items():
+        if kind in DECORATOR_KINDS:
+            total += n * (1 if qualname != "<module>" else 2)
+        else:
+            total += n * EXPERT_LINES.get(kind, 2)  # comm.* and the rest: a statement region
+    return total
+
+
+def _lines_without_generic(root: Path, work: Path, sets: list[str], files: set[str]) -> int:
+    """The changed lines of dftpass's annotation in the expert's files, without the generic
+    ``dft_fn`` regions (ML-R19) the expert's annotation leaves out as well (OUT_OF_SCOPE)."""
+    out = work / "ours-no-generic"
+    subprocess.run([*DFTPASS, "run", str(root), "--out", str(out), "-q", "--ignore", "ML-R19", *sets],
+                   capture_output=True, text=True)
+    return changed_lines(root, out, files) if out.exists() else 0
 
 
 def score_program(csv_path: Path, root: Path, sets: list[str], show: list[str]) -> dict:
@@ -172,14 +222,17 @@ def score_program(csv_path: Path, root: Path, sets: list[str], show: list[str]) 
         result = {"name": csv_path.stem, "source": header.get("source", "?"), "rc": run.returncode,
                   "recall": m_all / e_all if e_all else 1.0, "precision": m_all / o_all if o_all else 1.0,
                   "expert": e_all, "dftpass": o_all, "matched": m_all,
-                  "changed_lines": changed_lines(root, ours_root) if ours_root.exists() else 0, "kinds": table}
+                  "changed_lines": changed_lines(root, ours_root) if ours_root.exists() else 0, "kinds": table,
+                  "expert_files_lines": _lines_without_generic(root, work, sets, {rel for (rel, _, _) in expert}),
+                  "expert_lines": expert_lines(expert)}
         print(f"\n## {csv_path.stem} ({result['source']}), dftpass run exit {run.returncode}")
         print("| kind | expert | dftpass | matched | recall | precision |")
         print("|---|---|---|---|---|---|")
         for kind, (e, o, m) in table.items():
             print(f"| {kind} | {e} | {o} | {m} | {m / e if e else 0:.2f} | {m / o if o else 1:.2f} |")
         print(f"| **all** | {e_all} | {o_all} | {m_all} | {result['recall']:.2f} | {result['precision']:.2f} |")
-        print(f"changed lines: {result['changed_lines']}")
+        print(f"changed lines: {result['changed_lines']} (in the expert's files {result['expert_files_lines']}; "
+              f"the expert's, estimated: {result['expert_lines']})")
         for which, a, b in (("missed", expert, mine), ("extra", mine, expert)):
             for kind in sorted({k for (_, _, k) in a}):
                 if "all" not in show and kind not in show:
@@ -204,11 +257,13 @@ def scoreboard(checkouts: Path, sets: list[str], show: list[str]) -> int:
             print(f"{csv_path.stem}: no checkout at {root} (fetch it at the commit the CSV names)")
             continue
         results.append(score_program(csv_path, root, sets, show))
-    print("\n| program | expert regions | dftpass (scoped) | recall | precision | changed lines |")
-    print("|---|---|---|---|---|---|")
+    print("\n| program | expert regions | dftpass (scoped) | recall | precision | changed lines | in the expert's "
+          "files, no generic regions | the expert's (estimated) | ratio |")
+    print("|---|---|---|---|---|---|---|---|---|")
     for r in results:
+        ratio = r["expert_files_lines"] / r["expert_lines"] if r["expert_lines"] else 0
         print(f"| {r['name']} | {r['expert']} | {r['dftpass']} | {r['recall']:.2f} | {r['precision']:.2f} "
-              f"| {r['changed_lines']} |")
+              f"| {r['changed_lines']} | {r['expert_files_lines']} | {r['expert_lines']} | {ratio:.2f} |")
     return 0
 
 

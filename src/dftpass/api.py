@@ -70,7 +70,7 @@ from dftpass.plugins.knowledge import (
 from dftpass.core import emitter
 from dftpass.core.emitter import (
     GENERIC_DECORATORS, FileNames, aliases, is_derived, is_initialize,
-    is_metadata_call, is_node, nesting_rank, recognize,
+    is_metadata_call, is_node, nesting_rank, recognize, runtime_call,
 )
 from dftpass.plugins.checks.regions import RULES_THAT_PLACE, module_loggers, region_of, regions_on
 
@@ -104,7 +104,7 @@ __all__ = [
     "step_calls", "torch_name", "trains", "unwrappable", "model_wrapper", "wrapper_name",
     # dftracer code
     "FileNames", "emitter", "GENERIC_DECORATORS", "RULES_THAT_PLACE", "aliases",
-    "is_derived", "is_initialize", "is_metadata_call", "is_node", "module_loggers", "nesting_rank", "recognize",
+    "is_derived", "is_initialize", "is_metadata_call", "is_node", "module_loggers", "nesting_rank", "recognize", "runtime_call",
     "region_of", "regions_on",
     # edits and placement
     "AddArgument", "Decorate", "Edit", "Enumerate", "InsertAfter", "InsertBefore", "WrapBody", "WrapIter", "WrapValue",

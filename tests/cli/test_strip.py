@@ -264,3 +264,21 @@ def test_strip_gives_back_the_blank_lines_under_a_docstring_when_the_logger_went
     assert "dlp = dft_fn(" in (annotated / "m.py").read_text() and "@dlp.log\ndef mix" in (annotated / "m.py").read_text()
     assert cli("strip", annotated, "--out", stripped).code == 0
     assert (stripped / "m.py").read_text() == DOCSTRING_THEN_DEF
+
+
+def test_strip_all_takes_out_what_dftpass_wrote_through_its_runtime(cli, tmp_path):
+    """Without the record (``.dftpass`` deleted), ``--all`` still recognises the runtime's
+    lines dftpass writes: the lifecycle (``initialize``), the workers' initializer, the logged
+    parameters and the sizes measured by ``nbytes``, and the runtime's import with them."""
+    annotated = tmp_path / "annotated"
+    assert cli("run", APPS / "torch_basic", "--out", annotated).code == 0
+    text = (annotated / "train.py").read_text()
+    for line in ("_dft_runtime.initialize()", "_dft_runtime.worker_init(", "_dft_runtime.log_parameters("):
+        assert line in text, line
+    shutil.rmtree(annotated / ".dftpass")
+    out = tmp_path / "stripped"
+    assert cli("strip", annotated, "--all", "--out", out).code == 0
+    for name in ("train.py", "data.py", "checkpoint.py", "model.py"):
+        got = (out / name).read_text()
+        assert "_dft_runtime" not in got and "dftracer" not in got, name
+        assert got == (APPS / "torch_basic" / name).read_text(), name

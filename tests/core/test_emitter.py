@@ -81,9 +81,14 @@ class _Tracer:
         self.lines.append((key, value))
 
 
-def test_metadata_block_logs_escaped_fields_only_when_tracing_and_never_raises():
+def test_metadata_block_logs_escaped_fields_only_when_tracing_and_never_raises(monkeypatch):
+    """One line per configuration in the program (``dftpass.runtime.log_parameters``); the
+    runtime writes each field escaped, only while tracing, and never raises."""
     import argparse
     import json
+
+    dftracer_python = pytest.importorskip("dftracer.python", reason="dftracer is not installed")
+    from dftpass.runtime import log_parameters
 
     class Unprintable:
         def __str__(self):
@@ -92,13 +97,17 @@ def test_metadata_block_logs_escaped_fields_only_when_tracing_and_never_raises()
     fs = summarize(b"import argparse\n", "m.py", "m")
     names = emitter.FileNames(fs)
     code = names.metadata([("args", "args", False), ("cfg", "cfg", True), ("bad", "bad", True)])
-    assert names.imports_needed() == ([("dftracer", "dftracer")], [("json", "json")])
+    assert code == ('_dft_runtime.log_parameters("args", args)\n_dft_runtime.log_parameters("cfg", cfg)\n'
+                    '_dft_runtime.log_parameters("bad", bad)\n')
+    assert names.imports_needed() == ([], [("dftpass.runtime", "_dft_runtime")])
     args = argparse.Namespace(lr=0.1, note='a "q" \\ b\nc', big="x" * 5000)
     cfg = {"model": {"depth": 2}, "n": None}
     bad = {"ok": 1, "broken": Unprintable(), "after": 2}
     for on in (False, True):
         tracer = _Tracer(on)
-        exec(compile(code, "<block>", "exec"), {"dftracer": tracer, "json": json, "args": args, "cfg": cfg, "bad": bad})
+        monkeypatch.setattr(dftracer_python, "dftracer", tracer)
+        for prefix, value in (("args", args), ("cfg", cfg), ("bad", bad)):
+            log_parameters(prefix, value)
         if not on:
             assert tracer.lines == []
             continue
@@ -108,7 +117,7 @@ def test_metadata_block_logs_escaped_fields_only_when_tracing_and_never_raises()
         assert back["args.lr"] == "0.1" and back["args.note"] == args.note
         assert back["args.big"] == "x" * emitter.METADATA_VALUE_MAX
         assert back["cfg.model"] == "{'depth': 2}" and back["cfg.n"] == "None"
-        assert back["bad.ok"] == "1" and "bad.broken" not in back  # a failing field ends its own loop only
+        assert back["bad.ok"] == "1" and "bad.broken" not in back  # a failing field ends its own fields only
 
 
 def test_metadata_calls_are_recognised():

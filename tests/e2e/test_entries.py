@@ -85,10 +85,10 @@ def test_python_dash_m_initializes_once_too(bench):
     events = events_of(trace)
     assert sum(1 for e in events if e["cat"] == "ai_root") == 1
     main_py = (annotated / "minibench" / "main.py").read_text()
-    assert main_py.count("initialize_log") == 1
+    assert main_py.count("_dft_runtime.initialize()") == 1
     guard = main_py[main_py.index('if __name__ == "__main__":'):]
     assert guard.strip() == 'if __name__ == "__main__":\n    main()'
-    assert "def query" in main_py and "initialize_log" not in main_py[main_py.index("def query"):]
+    assert "def query" in main_py and "_dft_runtime.initialize" not in main_py[main_py.index("def query"):]
 
 
 def test_validate_on_the_bench_passes_and_catches_a_console_script_left_untraced(bench, cli, tmp_path):

@@ -54,9 +54,10 @@ def annotated(tmp_path_factory):
     out = tmp_path_factory.mktemp("out") / "prog-dftpass"
     assert main(["run", str(src), "--out", str(out)]) == 0
     text = (out / "prog.py").read_text()
-    # the block runs two statements: the root region opens in front of them, atexit closes it
-    # and finalizes; the block's own lines are left as they were (not re-indented under a try)
-    assert "initialize_log" in text and "    ai.start()\n    atexit.register(ai.stop)\n" in text
+    # the block runs two statements: one line in front of them initializes and opens the root
+    # region (dftpass.runtime), atexit closes it and finalizes; the block's own lines are left
+    # as they were (not re-indented under a try)
+    assert "    _dft_log = _dft_runtime.initialize(root=True)\n    mode = sys.argv[1]\n" in text
     assert text.endswith("    mode = sys.argv[1]\n    main(mode)\n") and "finally:" not in text
     return out
 

@@ -462,102 +462,41 @@ class FileNames:
         return f"{self.node(path)}.update({args})"
 
     def metadata(self, fields: list[tuple[str, str, bool]]) -> str:
-        """Log the fields of parsed configurations once, as custom metadata lines (``CM``).
-
-        ``fields`` lists (expression, key prefix, is a mapping): each field of the value of the
-        expression (``vars(x)`` for an object such as an argparse namespace or a dataclass,
-        ``x.items()`` for a mapping such as a dict or an omegaconf ``DictConfig``) is written
-        under ``<prefix>.<field>``, its value ``str()``'d and cut to :data:`METADATA_VALUE_MAX`
-        characters. Nothing runs unless this process traces (the tracer is initialized); the
-        native ``log_metadata_event`` takes only strings and writes them into the JSON line
-        unescaped, so key and value are JSON-escaped first (``json.dumps(...)[1:-1]``); and
-        nothing can raise into the program (a field that fails to read or print ends that
-        expression's fields, silently)."""
-        dft, js = self._name("dftracer"), self._name("json")
-        lines = [f"if {dft}.get_instance().logger is not None:\n"]
-        for value, prefix, mapping in fields:
-            items = f"{value}.items()" if mapping else f"vars({value}).items()"
-            lines += [
-                "    try:\n",
-                f"        for _dft_key, _dft_value in {items}:\n",
-                f"            {dft}.get_instance().{METADATA_METHOD}(\n"
-                f"                {js}.dumps(f\"{prefix}.{{_dft_key}}\")[1:-1], "
-                f"{js}.dumps(str(_dft_value)[:{METADATA_VALUE_MAX}])[1:-1])\n",
-                "    except Exception:\n",
-                "        pass\n",
-            ]
-        return "".join(lines)
+        """Log the fields of parsed configurations once, as custom metadata lines (``CM``):
+        ``dftpass.runtime.log_parameters(prefix, value)`` per (expression, key prefix, is a
+        mapping) of ``fields`` (the runtime reads a mapping's items or an object's attributes,
+        only while this process traces, and never raises)."""
+        rt = self.module("dftpass.runtime")
+        return "".join(f'{rt}.{RUNTIME_LOG_PARAMETERS}("{prefix}", {value})\n' for value, prefix, _ in fields)
 
     # -- DataLoader workers (ML-R21) ----------------------------------------------------
-    def worker_init_name(self) -> str:
-        return self._name("worker_init")
-
-    def worker_init_function(self) -> str:
-        """A top-level (so picklable) ``worker_init_fn`` that starts tracing in a DataLoader
-        worker that does not trace yet (a spawn or forkserver worker; a forked one already
-        does) and then runs the loader's own ``worker_init_fn``, if any. The worker ends
-        through ``multiprocessing``'s exit path, not ``atexit`` (a forkserver child leaves
-        with ``os._exit``), so the finalize is a ``multiprocessing.util.Finalize``."""
-        dft, os_, mp = self._name("dftracer"), self._name("os"), self._name("multiprocessing")
-        return (
-            f"def {self.worker_init_name()}(worker_id, chain=None):\n"
-            f'    """dftpass: trace this DataLoader worker, then run the loader\'s own worker_init_fn."""\n'
-            f"    log = {dft}.get_instance()\n"
-            f'    if {os_}.environ.get("{ENV_ENABLE}") == "1" and log.logger is None:\n'
-            f'        log = {dft}.initialize_log(logfile={os_}.environ.get("{ENV_LOG_FILE}"), data_dir=None, '
-            f"process_id=-1)\n"
-            f"        {mp}.util.Finalize(None, log.finalize, exitpriority=0)\n"
-            f"    if chain is not None:\n"
-            f"        chain(worker_id)\n"
-        )
-
     def worker_init_assignment(self, loader: str) -> str:
-        """``loader.worker_init_fn = functools.partial(_dft_worker_init, chain=loader.worker_init_fn)``:
-        ``worker_init_fn`` may be set after the loader is built (each iterator reads it), and
-        a ``partial`` of two top-level functions still pickles."""
-        return (f"{loader}.worker_init_fn = {self._name('functools')}.partial({self.worker_init_name()}, "
-                f"chain={loader}.worker_init_fn)")
+        """``loader.worker_init_fn = dftpass.runtime.worker_init(loader.worker_init_fn)``: a
+        ``worker_init_fn`` that traces the worker, then runs the loader's own. It may be set
+        after the loader is built (each iterator reads it), and it pickles for spawn workers."""
+        return f"{loader}.worker_init_fn = {self.module('dftpass.runtime')}.{RUNTIME_WORKER_INIT}({loader}.worker_init_fn)"
 
+    # -- the program's lifecycle (ML-R1) ---------------------------------------------------
     def lifecycle_prologue(self) -> list[str]:
-        """Initialize tracing once per process, only when it is on, and finalize at exit.
-
-        ``initialize_log`` leaves a ``dft.log`` in the working directory: always with tracing
-        off (so it is not called then), and with tracing on unless it is given the trace
-        prefix (so it is given ``DFTRACER_LOG_FILE``, which it would read anyway, and the
-        file lands beside the traces). A process that already traces (a forked child, a
-        function that is both a console script and called from a ``__main__`` block) is
-        not initialized again. dftracer's import replaces the SIGINT handler with one that
-        calls ``sys.exit(2)``; the program gets Python's own back, so its ``except
-        KeyboardInterrupt:`` still runs (the trace is finalized on the way out all the same)."""
-        log, dft, os_, atexit, sig = (self._name("log"), self._name("dftracer"), self._name("os"),
-                                      self._name("atexit"), self._name("signal"))
-        return [
-            f"{log} = {dft}.get_instance()\n",
-            f"if {os_}.environ.get(\"{ENV_ENABLE}\") == \"1\" and {log}.logger is None:\n"
-            f"    {log} = {dft}.initialize_log(logfile={os_}.environ.get(\"{ENV_LOG_FILE}\"), data_dir=None, "
-            f"process_id=-1)\n"
-            f"    if getattr({sig}.getsignal({sig}.SIGINT), \"__module__\", \"\").startswith(\"{_RUNTIME_PACKAGE}\"):\n"
-            f"        {sig}.signal({sig}.SIGINT, {sig}.default_int_handler)\n",
-            f"{atexit}.register({log}.finalize)\n",
-        ]
+        """Initialize tracing once per process, only when it is on, and finalize at exit
+        (``dftpass.runtime.initialize``: the trace prefix given, so no ``dft.log`` is left
+        behind; a process that traces already is not initialized again; the program's SIGINT
+        handler given back)."""
+        return [f"{self._name('log')} = {self.module('dftpass.runtime')}.{RUNTIME_INITIALIZE}()\n"]
 
     def script_prologue(self) -> list[str]:
         """The lifecycle of a module-level script (no function to wrap): initialize, then
-        open the root region; ``atexit`` closes it, then finalizes (last registered runs first)."""
-        root, atexit = self.node(""), self._name("atexit")
-        return [*self.lifecycle_prologue(), f"{root}.start()\n", f"{atexit}.register({root}.stop)\n"]
+        open the root region; ``atexit`` closes it, then finalizes."""
+        return [f"{self._name('log')} = {self.module('dftpass.runtime')}.{RUNTIME_INITIALIZE}(root=True)\n"]
 
     def lifecycle_finally(self) -> list[str]:
         """The end of a ``__main__`` block: the program's end."""
         return [f"{self._name('log')}.finalize()\n"]
 
     def function_lifecycle_finally(self) -> list[str]:
-        """The end of a function that initializes (a console-script or process target). In the
-        main process ``atexit`` finalizes: the function may run again, and a finalized tracer
-        must not be written to. A child process may end without ``atexit`` (a forked one ends
-        with ``os._exit``), so there it finalizes now."""
-        mp = self._name("multiprocessing")
-        return [f"if {mp}.parent_process() is not None:\n    {self._name('log')}.finalize()\n"]
+        """The end of a function that initializes (a console-script or process target): a
+        child process finalizes now (it may end without ``atexit``), the main one at exit."""
+        return [f"{self.module('dftpass.runtime')}.{RUNTIME_FINALIZE_CHILD}({self._name('log')})\n"]
 
     # -- imports ------------------------------------------------------------------------
     def imports_needed(self) -> tuple[list[tuple[str, str]], list[tuple[str, str]]]:
@@ -571,6 +510,11 @@ class FileNames:
 
 # -- recognising what is already there ------------------------------------------------------
 
+
+#: what dftpass's runtime package is called, and the functions of it that emitted code calls
+RUNTIME_MODULE = "dftpass.runtime"
+RUNTIME_INITIALIZE, RUNTIME_FINALIZE_CHILD = "initialize", "finalize_child"
+RUNTIME_WORKER_INIT, RUNTIME_LOG_PARAMETERS = "worker_init", "log_parameters"
 
 #: the package whose functions are dftracer's own (its signal handler lives there)
 _RUNTIME_PACKAGE = "dftracer"
@@ -646,7 +590,17 @@ def is_node(fs: FileSummary, text: str | None, path: str, method: str = "") -> b
 
 
 def is_initialize(fs: FileSummary, callee: str) -> bool:
-    return recognize(fs, callee) == "dftracer.initialize_log"
+    """``dftracer.initialize_log(...)``, or the runtime's ``initialize()`` dftpass writes."""
+    return recognize(fs, callee) == "dftracer.initialize_log" or runtime_call(fs, callee) == RUNTIME_INITIALIZE
+
+
+def runtime_call(fs: FileSummary, callee: str | None) -> str | None:
+    """The name of the ``dftpass.runtime`` function ``callee`` calls in ``fs`` (``initialize``,
+    ``log_parameters``, ``worker_init``, ``nbytes``...), or None."""
+    if not callee or "." not in callee:
+        return None
+    head, _, name = callee.rpartition(".")
+    return name if fs.imports.get(head) == RUNTIME_MODULE else None
 
 
 def is_derived(fs: FileSummary, text: str | None, path: str) -> bool:

@@ -470,12 +470,14 @@ class _Apply(cst.CSTTransformer):
                     api = []
                     break
         new: list[cst.BaseStatement] = []
+        if self.prelude and (api or self.std):
+            # first, so that it runs before anything imports dftracer (the runtime's
+            # initialize() does, when the file imports no dftracer name itself)
+            new.append(_stmt(f"{IMPORT_PRELUDE}  {IMPORT_PRELUDE_COMMENT}"))
         for module, alias in self.std:
             new.append(_stmt(f"import {module}" + (f" as {alias}" if alias != module else "")))
         if api:
             names = ", ".join(n if a == n else f"{n} as {a}" for n, a in api)
-            if self.prelude:
-                new.append(_stmt(f"{IMPORT_PRELUDE}  {IMPORT_PRELUDE_COMMENT}"))
             new.append(_stmt(f"from {API_MODULE} import {names}"))
         if not new:
             return body

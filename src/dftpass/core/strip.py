@@ -37,7 +37,9 @@ from typing import Sequence
 import attrs
 import libcst as cst
 
-from dftpass.core.emitter import IMPORT_PRELUDE, LEGACY_IMPORT_PRELUDE, recognize
+from dftpass.core.emitter import (IMPORT_PRELUDE, LEGACY_IMPORT_PRELUDE, RUNTIME_FINALIZE_CHILD, RUNTIME_INITIALIZE,
+                                   RUNTIME_LOG_PARAMETERS, RUNTIME_WORKER_INIT, is_emitted_name, recognize,
+                                   runtime_call)
 from dftpass.core.linebytes import keep_original_bytes
 from dftpass.core.summary import MODULE_SCOPE, FileSummary
 
@@ -426,8 +428,28 @@ class _Strip(cst.CSTTransformer):
         return all(isinstance(line, (cst.SimpleStatementLine, cst.SimpleStatementSuite))
                    and all(self._is_call_region(s) for s in line.body) for line in body)
 
+    def _is_runtime_statement(self, small: cst.BaseSmallStatement) -> bool:
+        """What dftpass writes through its runtime (``--all``): ``_dft_log =
+        _dft_runtime.initialize(...)``, ``_dft_runtime.log_parameters(...)``,
+        ``_dft_runtime.finalize_child(...)``, ``x.worker_init_fn = _dft_runtime.worker_init(
+        x.worker_init_fn)``."""
+        if not self.strip_all or self.fs is None:
+            return False
+        if isinstance(small, cst.Expr) and isinstance(small.value, cst.Call):
+            return runtime_call(self.fs, _code(small.value.func)) in (RUNTIME_LOG_PARAMETERS, RUNTIME_FINALIZE_CHILD)
+        if isinstance(small, cst.Assign) and len(small.targets) == 1 and isinstance(small.value, cst.Call):
+            name = runtime_call(self.fs, _code(small.value.func))
+            target = _code(small.targets[0].target)
+            if name == RUNTIME_INITIALIZE:
+                return is_emitted_name(target, "log")
+            if name == RUNTIME_WORKER_INIT and target.endswith(".worker_init_fn"):
+                return [_code(a.value) for a in small.value.args] == [target]
+        return False
+
     def _is_call_region(self, small: cst.BaseSmallStatement) -> bool:
-        """``ai.x.start()``, ``ai.x.stop()``, ``ai.update(...)`` (``--all``)."""
+        """``ai.x.start()``, ``ai.x.stop()``, ``ai.update(...)`` and the runtime's statements (``--all``)."""
+        if self._is_runtime_statement(small):
+            return True
         if not self.strip_all or not isinstance(small, cst.Expr) or not isinstance(small.value, cst.Call):
             return False
         callee = _code(small.value.func)

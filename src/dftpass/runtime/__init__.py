@@ -1,5 +1,7 @@
-"""What an annotated program imports from dftpass when it runs: the framework callbacks, and
-``nbytes``, the size of what an I/O region moved when its type is known only then.
+"""What an annotated program imports from dftpass when it runs: its lifecycle (``initialize``,
+``finalize_child``, ``worker_init``, ``log_parameters``: one call each in the program), the
+framework callbacks, and ``nbytes``, the size of what an I/O region moved when its type is
+known only then.
 
 Lightning and Keras run the epoch and batch loops themselves, so the regions of those loops
 come from a callback. ML-R12 and ML-R13 add one line to the program that builds it::
@@ -20,6 +22,7 @@ from __future__ import annotations
 
 import importlib
 
+from dftpass.runtime.lifecycle import finalize_child, initialize, log_parameters, worker_init
 from dftpass.runtime.sizes import nbytes
 
 #: callback name -> (the package the program uses, the path of its Callback base in it, the
@@ -31,7 +34,7 @@ CALLBACKS = {
     "TfKerasCallback": ("tensorflow", "keras.callbacks.Callback", "keras"),
 }
 
-__all__ = sorted([*CALLBACKS, "nbytes"])
+__all__ = sorted([*CALLBACKS, "finalize_child", "initialize", "log_parameters", "nbytes", "worker_init"])
 
 
 def __getattr__(name: str):

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dftpass.api import Case, Expect, Finding, InsertAfter, InsertBefore, Pass, PassKind, Severity, top_level_line
+from dftpass.api import Case, Expect, Finding, InsertAfter, Pass, PassKind, Severity
 
 #: loaders that take a ``worker_init_fn`` and start worker processes
 WORKER_LOADERS = ("DataLoader", "StatefulDataLoader")
@@ -15,14 +15,13 @@ class WorkerInit(Pass):
 
     What it does:
         For each ``DataLoader(...)`` (or torchdata's ``StatefulDataLoader``) built with
-        ``num_workers`` other than 0 and assigned to a name or attribute, adds one top-level
-        function ``_dft_worker_init(worker_id, chain=None)`` to the file and, after the
-        loader is built, ``loader.worker_init_fn = functools.partial(_dft_worker_init,
-        chain=loader.worker_init_fn)``. In a worker that does not trace yet (a ``spawn`` or
-        ``forkserver`` worker) the function initializes tracing, registers the finalize on
-        the worker's exit path, and then calls the loader's own ``worker_init_fn``, if it
-        had one. A forked worker already traces (dftracer follows ``fork``): the function
-        only calls the chained one there.
+        ``num_workers`` other than 0 and assigned to a name or attribute, adds one line after
+        the loader is built: ``loader.worker_init_fn =
+        _dft_runtime.worker_init(loader.worker_init_fn)`` (``dftpass.runtime``). In a worker
+        that does not trace yet (a ``spawn`` or ``forkserver`` worker) it initializes
+        tracing, registers the finalize on the worker's exit path, and then calls the
+        loader's own ``worker_init_fn``, if it had one. A forked worker already traces
+        (dftracer follows ``fork``): it only calls the chained one there.
 
     Why:
         Under ``spawn`` and ``forkserver`` (macOS and Windows by default, Linux from Python
@@ -35,16 +34,15 @@ class WorkerInit(Pass):
 
     Example:
         ``train_loader = DataLoader(ds, batch_size=64, num_workers=4)`` is followed by
-        ``train_loader.worker_init_fn = functools.partial(_dft_worker_init,
-        chain=train_loader.worker_init_fn)``.
+        ``train_loader.worker_init_fn = _dft_runtime.worker_init(train_loader.worker_init_fn)``.
 
     Fix safety:
         Safe. ``worker_init_fn`` may be set after the loader is built: each iterator reads
         it when it starts its workers, and ``persistent_workers`` loaders start theirs on
-        the first iteration. The function is top-level and the ``partial`` holds only
-        top-level functions, so both still pickle for spawn workers (a lambda passed as the
-        loader's own ``worker_init_fn`` did not pickle before either). With tracing off the
-        function does nothing but call the chained one. A loader built inside a ``return``
+        the first iteration. It is a ``partial`` of a function of ``dftpass.runtime`` around
+        the loader's own, so it still pickles for spawn workers (a lambda passed as the
+        loader's own ``worker_init_fn`` did not pickle before either). With tracing off it
+        does nothing but call the chained one. A loader built inside a ``return``
         or a call (``for x in DataLoader(...)``) has no name to set it on: reported, left alone.
 
     Options:
@@ -71,21 +69,11 @@ class WorkerInit(Pass):
             "    train_loader = DataLoader(ds, batch_size=64, num_workers=4,\n"
             "                              multiprocessing_context='spawn')\n    for x in train_loader:\n"
             "        pass\n",
-            "import functools\nimport multiprocessing\nimport os\nfrom dftracer.python import dftracer\nimport torch\n"
-            "from torch.utils.data import DataLoader\n\n\n"
-            "def _dft_worker_init(worker_id, chain=None):\n"
-            "    \"\"\"dftpass: trace this DataLoader worker, then run the loader's own worker_init_fn.\"\"\"\n"
-            "    log = dftracer.get_instance()\n"
-            "    if os.environ.get(\"DFTRACER_ENABLE\") == \"1\" and log.logger is None:\n"
-            "        log = dftracer.initialize_log(logfile=os.environ.get(\"DFTRACER_LOG_FILE\"), data_dir=None, "
-            "process_id=-1)\n"
-            "        multiprocessing.util.Finalize(None, log.finalize, exitpriority=0)\n"
-            "    if chain is not None:\n        chain(worker_id)\n\n"
-            "def main(ds):\n"
-            "    train_loader = DataLoader(ds, batch_size=64, num_workers=4,\n"
+            'import dftpass.runtime as _dft_runtime\nimport torch\nfrom torch.utils.data import DataLoader\n\n'
+            '\ndef main(ds):\n    train_loader = DataLoader(ds, batch_size=64, num_workers=4,\n'
             "                              multiprocessing_context='spawn')\n"
-            "    train_loader.worker_init_fn = functools.partial(_dft_worker_init, chain=train_loader.worker_init_fn)\n"
-            "    for x in train_loader:\n        pass\n",
+            '    train_loader.worker_init_fn = _dft_runtime.worker_init(train_loader.worker_init_fn)\n'
+            '    for x in train_loader:\n        pass\n',
         ),
         Case(
             # an attribute, a seeding worker_init_fn of the user's (chained), and a loader
@@ -94,27 +82,18 @@ class WorkerInit(Pass):
             "class Data:\n    def setup(self, ds):\n        self.loader = torch.utils.data.DataLoader(\n"
             "            ds, num_workers=os.cpu_count(), worker_init_fn=seed_worker)\n\n"
             "    def val(self, ds):\n        return torch.utils.data.DataLoader(ds, num_workers=2)\n",
-            "import functools\nimport multiprocessing\nfrom dftracer.python import dftracer\nimport os\n\nimport torch\n\n\n"
-            "def seed_worker(worker_id):\n    torch.manual_seed(worker_id)\n\n\n"
-            "def _dft_worker_init(worker_id, chain=None):\n"
-            "    \"\"\"dftpass: trace this DataLoader worker, then run the loader's own worker_init_fn.\"\"\"\n"
-            "    log = dftracer.get_instance()\n"
-            "    if os.environ.get(\"DFTRACER_ENABLE\") == \"1\" and log.logger is None:\n"
-            "        log = dftracer.initialize_log(logfile=os.environ.get(\"DFTRACER_LOG_FILE\"), data_dir=None, "
-            "process_id=-1)\n"
-            "        multiprocessing.util.Finalize(None, log.finalize, exitpriority=0)\n"
-            "    if chain is not None:\n        chain(worker_id)\n\n"
-            "class Data:\n    def setup(self, ds):\n        self.loader = torch.utils.data.DataLoader(\n"
-            "            ds, num_workers=os.cpu_count(), worker_init_fn=seed_worker)\n"
-            "        self.loader.worker_init_fn = functools.partial(_dft_worker_init, chain=self.loader.worker_init_fn)\n\n"
-            "    def val(self, ds):\n        return torch.utils.data.DataLoader(ds, num_workers=2)\n",
+            'import dftpass.runtime as _dft_runtime\nimport os\n\nimport torch\n\n\n'
+            'def seed_worker(worker_id):\n    torch.manual_seed(worker_id)\n\n\nclass Data:\n'
+            '    def setup(self, ds):\n        self.loader = torch.utils.data.DataLoader(\n'
+            '            ds, num_workers=os.cpu_count(), worker_init_fn=seed_worker)\n'
+            '        self.loader.worker_init_fn = _dft_runtime.worker_init(self.loader.worker_init_fn)\n\n'
+            '    def val(self, ds):\n        return torch.utils.data.DataLoader(ds, num_workers=2)\n',
             findings=(Expect("info", "built in a return statement"),),
         ),
     ]
 
     def run(self, ctx) -> None:
         graph = ctx.analysis("callgraph")
-        first_top: dict[str, tuple] = {}
         for function_id, (fs, fn) in sorted(graph.functions.items()):
             for call in fn.calls:
                 if not self._starts_workers(graph, fs, call):
@@ -132,15 +111,6 @@ class WorkerInit(Pass):
                 why = f"DataLoader workers of {target}: trace them under spawn/forkserver"
                 ctx.add_edit(fs.relpath, InsertAfter(self.id, call.line, why, call.stmt,
                                                      names.worker_init_assignment(target)))
-                top = call.stmt[:1]
-                if fs.function(names.worker_init_name()) is None:
-                    if fs.relpath not in first_top or top < first_top[fs.relpath]:
-                        first_top[fs.relpath] = top
-        for relpath, top in first_top.items():
-            names = ctx.names(relpath)
-            fs = ctx.summary(relpath)
-            ctx.add_edit(relpath, InsertBefore(self.id, top_level_line(fs, top), "the worker_init_fn of ML-R21", top,
-                                               names.worker_init_function(), take_comments=False, separate=True))
 
     @staticmethod
     def _starts_workers(graph, fs, call) -> bool:

@@ -2,25 +2,10 @@
 
 from __future__ import annotations
 
-import textwrap
-
 from dftpass.api import (
     aliases, Case, emitter, Entry, Expect, fid, Finding, function_region, has_region, InsertBefore, is_initialize,
     MODULE_SCOPE, Pass, PassKind, recognize, Severity, WrapBody,
 )
-
-_PROLOGUE = (
-    '    _dft_log = dftracer.get_instance()\n'
-    '    if os.environ.get("DFTRACER_ENABLE") == "1" and _dft_log.logger is None:\n'
-    '        _dft_log = dftracer.initialize_log(logfile=os.environ.get("DFTRACER_LOG_FILE"), data_dir=None, '
-    'process_id=-1)\n'
-    '        if getattr(signal.getsignal(signal.SIGINT), "__module__", "").startswith("dftracer"):\n'
-    '            signal.signal(signal.SIGINT, signal.default_int_handler)\n'
-    '    atexit.register(_dft_log.finalize)\n'
-)
-#: the root region of a ``__main__`` block that runs several statements (or a decorated main)
-_ROOT = "    ai.start()\n    atexit.register(ai.stop)\n"
-_IMPORTS = "import atexit\nimport os\nimport signal\nfrom dftracer.python import ai, dftracer\n"
 
 
 class ProgramLifecycle(Pass):
@@ -34,19 +19,20 @@ class ProgramLifecycle(Pass):
         Each entry that trains or evaluates gets exactly one initialization that runs on every
         path through it:
 
-        * a ``__main__`` block: initialize and ``atexit.register(finalize)`` in front of the
-          block's own statements, which are left as they were (not re-indented); the root
-          region ``@ai`` goes on the one function the block runs (``main()``,
-          ``sys.exit(main())``), or ``ai.start()`` opens it in front of the block's statements
-          when it runs several (or a decorated function such as a ``@hydra.main``, where a
+        * a ``__main__`` block: one line in front of the block's own statements, which are
+          left as they were (not re-indented): ``_dft_log = _dft_runtime.initialize()``
+          (``dftpass.runtime``: initialize when tracing is on, ``atexit`` finalizes); the
+          root region ``@ai`` goes on the one function the block runs (``main()``,
+          ``sys.exit(main())``), or ``initialize(root=True)`` opens it when the block runs
+          several statements (or a decorated function such as a ``@hydra.main``, where a
           decorator underneath would be outside the run), and ``atexit`` closes it;
         * a console-script or process target: the same inside the function's body, with
           ``with ai:`` around the rest; a function that is also called from a ``__main__``
           block is initialized there once, whichever way the program starts. Only a child
           process finalizes when the function returns (a forked one ends without ``atexit``);
           the main process finalizes at exit, since the function may run again;
-        * a module-level script: right after its imports and set-up, then ``ai.start()``
-          with ``atexit`` closing the root region and finalizing (last registered runs first).
+        * a module-level script: ``initialize(root=True)`` right after its imports and set-up,
+          ``atexit`` closing the root region and finalizing (last registered runs first).
 
     Why:
         dftracer writes nothing before ``finalize()``: a run that ends by an exception or
@@ -121,18 +107,20 @@ class ProgramLifecycle(Pass):
         Case(
             '"""A script."""\nimport sys\n\nimport torch\n\n\ndef main():\n    torch.ones(1, requires_grad=True)'
             '.sum().backward()\n    return 0\n\n\nif __name__ == "__main__":\n    sys.exit(main())\n',
-            '"""A script."""\n' + _IMPORTS + "import sys\n\nimport torch\n\n\n@ai\ndef main():\n"
-            "    torch.ones(1, requires_grad=True).sum().backward()\n    return 0\n\n\n"
-            'if __name__ == "__main__":\n' + _PROLOGUE + "    sys.exit(main())\n",
+            '"""A script."""\nimport dftpass.runtime as _dft_runtime\nfrom dftracer.python import ai\n'
+            'import sys\n\nimport torch\n\n\n@ai\ndef main():\n'
+            '    torch.ones(1, requires_grad=True).sum().backward()\n    return 0\n\n\n'
+            'if __name__ == "__main__":\n    _dft_log = _dft_runtime.initialize()\n    sys.exit(main())\n',
         ),
         Case(
             # several statements: the root region wraps them (never a getter such as get_config)
             "import torch\n\n\ndef get_config():\n    return 3\n\n\ndef fit(n, opt):\n    for _ in range(n):\n"
             "        opt.step()\n\n\nif __name__ == '__main__':\n    n = get_config()\n"
             "    fit(n, torch.optim.SGD([torch.zeros(1, requires_grad=True)], lr=0.1))\n",
-            _IMPORTS + "import torch\n\n\ndef get_config():\n    return 3\n\n\ndef fit(n, opt):\n"
-            "    for _ in range(n):\n        opt.step()\n\n\nif __name__ == '__main__':\n" + _PROLOGUE + _ROOT
-            + "    n = get_config()\n    fit(n, torch.optim.SGD([torch.zeros(1, requires_grad=True)], lr=0.1))\n",
+            'import dftpass.runtime as _dft_runtime\nimport torch\n\n\ndef get_config():\n    return 3\n\n\n'
+            "def fit(n, opt):\n    for _ in range(n):\n        opt.step()\n\n\nif __name__ == '__main__':\n"
+            '    _dft_log = _dft_runtime.initialize(root=True)\n    n = get_config()\n'
+            '    fit(n, torch.optim.SGD([torch.zeros(1, requires_grad=True)], lr=0.1))\n',
         ),
         Case(
             # a function started in new processes initializes its own tracer there (and, being a
@@ -140,36 +128,39 @@ class ProgramLifecycle(Pass):
             "import torch\nimport torch.multiprocessing as mp\n\n\ndef worker(rank):\n"
             "    torch.ones(1, requires_grad=True).sum().backward()\n\n\nif __name__ == '__main__':\n"
             "    mp.spawn(worker, nprocs=2)\n",
-            _IMPORTS.replace("import os\n", "import multiprocessing\nimport os\n") + "import torch\n"
-            "import torch.multiprocessing as mp\n\n\ndef worker(rank):\n" + _PROLOGUE + "    try:\n        with ai:\n"
-            "            torch.ones(1, requires_grad=True).sum().backward()\n    finally:\n"
-            "        if multiprocessing.parent_process() is not None:\n            _dft_log.finalize()\n\n\n"
-            "if __name__ == '__main__':\n" + _PROLOGUE + _ROOT + "    mp.spawn(worker, nprocs=2)\n",
+            'import dftpass.runtime as _dft_runtime\nfrom dftracer.python import ai\nimport torch\n'
+            'import torch.multiprocessing as mp\n\n\ndef worker(rank):\n'
+            '    _dft_log = _dft_runtime.initialize()\n    try:\n        with ai:\n'
+            '            torch.ones(1, requires_grad=True).sum().backward()\n    finally:\n'
+            "        _dft_runtime.finalize_child(_dft_log)\n\n\nif __name__ == '__main__':\n"
+            '    _dft_log = _dft_runtime.initialize(root=True)\n    mp.spawn(worker, nprocs=2)\n',
         ),
         Case(
             # a decorated main (hydra, click): a decorator underneath would be outside the run
             "import hydra\nimport torch\n\n\n@hydra.main(config_path='conf')\ndef main(cfg):\n"
             "    torch.ones(1, requires_grad=True).sum().backward()\n\n\nif __name__ == '__main__':\n    main()\n",
-            _IMPORTS + "import hydra\nimport torch\n\n\n@hydra.main(config_path='conf')\ndef main(cfg):\n"
-            "    torch.ones(1, requires_grad=True).sum().backward()\n\n\nif __name__ == '__main__':\n" + _PROLOGUE
-            + _ROOT + "    main()\n",
+            'import dftpass.runtime as _dft_runtime\nimport hydra\nimport torch\n\n\n'
+            "@hydra.main(config_path='conf')\ndef main(cfg):\n"
+            "    torch.ones(1, requires_grad=True).sum().backward()\n\n\nif __name__ == '__main__':\n"
+            '    _dft_log = _dft_runtime.initialize(root=True)\n    main()\n',
         ),
         Case(
             # a module-level script: initialized after its imports, finalized at exit
             "import torch\n\nw = torch.zeros(1, requires_grad=True)\nfor _ in range(3):\n"
             "    (w * 2).sum().backward()\n",
-            _IMPORTS + "import torch\n\n" + textwrap.dedent(_PROLOGUE) + "ai.start()\natexit.register(ai.stop)\n\n"
-            "w = torch.zeros(1, requires_grad=True)\nfor _ in range(3):\n    (w * 2).sum().backward()\n",
+            'import dftpass.runtime as _dft_runtime\nimport torch\n\n'
+            '_dft_log = _dft_runtime.initialize(root=True)\n\nw = torch.zeros(1, requires_grad=True)\n'
+            'for _ in range(3):\n    (w * 2).sum().backward()\n',
         ),
         Case(
             # a console script whose target is also run by the module's __main__ block:
             # initialized once, in the function, whichever way the program starts
             "import torch\n\n\ndef main():\n    torch.ones(1, requires_grad=True).sum().backward()\n\n\n"
             "if __name__ == '__main__':\n    main()\n",
-            _IMPORTS.replace("import os\n", "import multiprocessing\nimport os\n") + "import torch\n\n\ndef main():\n"
-            + _PROLOGUE + "    try:\n        with ai:\n            torch.ones(1, requires_grad=True).sum().backward()\n"
-            "    finally:\n        if multiprocessing.parent_process() is not None:\n            _dft_log.finalize()\n"
-            "\n\nif __name__ == '__main__':\n    main()\n",
+            'import dftpass.runtime as _dft_runtime\nfrom dftracer.python import ai\nimport torch\n\n\n'
+            'def main():\n    _dft_log = _dft_runtime.initialize()\n    try:\n        with ai:\n'
+            '            torch.ones(1, requires_grad=True).sum().backward()\n    finally:\n'
+            "        _dft_runtime.finalize_child(_dft_log)\n\n\nif __name__ == '__main__':\n    main()\n",
             path="pkg/cli.py",
             files={"pkg/__init__.py": "", "pyproject.toml": '[project]\nname = "pkg"\n'
                    '[project.scripts]\npkg-train = "pkg.cli:main"\n'},
@@ -240,8 +231,8 @@ class ProgramLifecycle(Pass):
         (in torch, none of 2,350 files: ML-R1 went from 108 s to nothing)."""
         out: dict[str, list[tuple[str, int, bool, bool]]] = {}
         for fs in graph.files.values():
-            if not aliases(fs):
-                continue
+            if not aliases(fs) and emitter.RUNTIME_MODULE not in fs.imports.values():
+                continue  # neither dftracer nor dftpass's runtime (whose initialize() dftpass writes)
             for fn in fs.functions:
                 for c in fn.calls:
                     if is_initialize(fs, c.callee):

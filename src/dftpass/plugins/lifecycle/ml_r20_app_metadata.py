@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 
 from dftpass.api import (
-    CallSite, Case, Expect, Finding, InsertAfter, InsertBefore, is_metadata_call, origin_kind as kind,
+    CallSite, Case, Expect, Finding, InsertAfter, InsertBefore, is_metadata_call, origin_kind as kind, runtime_call,
     origin_subject as subject, Pass, PassKind, Severity,
 )
 
@@ -27,22 +27,6 @@ MAX_RETURN_HOPS = 3
 
 #: one planned block: where ((relpath, "after" | "before", statement path)) -> what
 Plan = dict[tuple[str, str, tuple], dict]
-
-_IMPORTS = "import json\nfrom dftracer.python import dftracer\n"
-
-
-def _block(*fields: tuple[str, str, bool], indent: str = "") -> str:
-    """The emitted block, as the cases expect it (see ``FileNames.metadata``)."""
-    lines = ["if dftracer.get_instance().logger is not None:\n"]
-    for value, prefix, mapping in fields:
-        items = f"{value}.items()" if mapping else f"vars({value}).items()"
-        lines += ["    try:\n", f"        for _dft_key, _dft_value in {items}:\n",
-                  "            dftracer.get_instance().log_metadata_event(\n"
-                  f'                json.dumps(f"{prefix}.{{_dft_key}}")[1:-1], '
-                  "json.dumps(str(_dft_value)[:1024])[1:-1])\n",
-                  "    except Exception:\n", "        pass\n"]
-    return "".join(indent + line for line in "".join(lines).splitlines(keepends=True))
-
 
 _TRAIN = "    torch.ones(1, requires_grad=True).sum().backward()\n"
 
@@ -84,16 +68,14 @@ class AppMetadata(Pass):
         traces. Metadata lines are written once per process and cost nothing per event.
 
     Example:
-        ``args = parser.parse_args()`` is followed by a guarded block that logs
-        ``args.epochs``, ``args.batch_size``, ... (``dftpass explain ML-R20`` shows it).
+        ``args = parser.parse_args()`` is followed by ``_dft_runtime.log_parameters("args",
+        args)``, which logs ``args.epochs``, ``args.batch_size``, ...
 
     Fix safety:
-        Safe. The block runs only when this process traces (the tracer is initialized, so
-        with tracing off nothing is evaluated); every value goes through ``str()`` and the
-        block is in ``try/except Exception``, so an odd value never raises into the program.
-        dftracer writes key and value unescaped into its JSON line, so both are
-        JSON-escaped (``json`` is imported for that). The loop binds ``_dft_key`` and
-        ``_dft_value`` in the scope it runs in. A parse followed by a hand-written
+        Safe. ``dftpass.runtime.log_parameters`` does nothing unless this process traces;
+        every value goes through ``str()`` inside ``try/except Exception``, so an odd value
+        never raises into the program. dftracer writes key and value unescaped into its
+        JSON line, so both are JSON-escaped. A parse followed by a hand-written
         ``log_metadata_event`` in the same function is left alone. A configuration parsed
         at import time of a module that is not the program (before tracing starts) is not
         logged (a note says so); a ``get_args()`` helper called from two places logs twice.
@@ -143,10 +125,13 @@ class AppMetadata(Pass):
             "    parser = argparse.ArgumentParser()\n    parser.add_argument('--batch-size', type=int, default=16)\n"
             "    return parser.parse_args(argv)\n\n\ndef main(argv=None):\n    args = parse_args(argv)\n"
             + _TRAIN + "\n\nif __name__ == '__main__':\n    main()\n",
-            _IMPORTS + "import argparse\n\nimport torch\n\n\ndef parse_args(argv=None):\n"
-            "    parser = argparse.ArgumentParser()\n    parser.add_argument('--batch-size', type=int, default=16)\n"
-            "    return parser.parse_args(argv)\n\n\ndef main(argv=None):\n    args = parse_args(argv)\n"
-            + _block(("args", "args", False), indent="    ") + _TRAIN + "\n\nif __name__ == '__main__':\n    main()\n",
+            'import dftpass.runtime as _dft_runtime\nimport argparse\n\nimport torch\n\n\n'
+            'def parse_args(argv=None):\n    parser = argparse.ArgumentParser()\n'
+            "    parser.add_argument('--batch-size', type=int, default=16)\n"
+            '    return parser.parse_args(argv)\n\n\ndef main(argv=None):\n    args = parse_args(argv)\n'
+            '    _dft_runtime.log_parameters("args", args)\n'
+            "    torch.ones(1, requires_grad=True).sum().backward()\n\n\nif __name__ == '__main__':\n"
+            '    main()\n',
         ),
         Case(
             # hydra: the config parameter, at the start of the body (after the docstring)
@@ -154,10 +139,13 @@ class AppMetadata(Pass):
             "@hydra.main(version_base=None, config_path='conf', config_name='config')\n"
             "def main(cfg: DictConfig) -> None:\n    \"\"\"Train.\"\"\"\n" + _TRAIN + "\n\n"
             "if __name__ == '__main__':\n    main()\n",
-            _IMPORTS + "import hydra\nimport torch\nfrom omegaconf import DictConfig\n\n\n"
+            'import dftpass.runtime as _dft_runtime\nimport hydra\nimport torch\n'
+            'from omegaconf import DictConfig\n\n\n'
             "@hydra.main(version_base=None, config_path='conf', config_name='config')\n"
-            "def main(cfg: DictConfig) -> None:\n    \"\"\"Train.\"\"\"\n" + _block(("cfg", "cfg", True), indent="    ")
-            + _TRAIN + "\n\nif __name__ == '__main__':\n    main()\n",
+            'def main(cfg: DictConfig) -> None:\n    """Train."""\n'
+            '    _dft_runtime.log_parameters("cfg", cfg)\n'
+            "    torch.ones(1, requires_grad=True).sum().backward()\n\n\nif __name__ == '__main__':\n"
+            '    main()\n',
         ),
         Case(
             # nanoGPT: module-level defaults, overridden by configurator.py, collected in a dict
@@ -166,12 +154,12 @@ class AppMetadata(Pass):
             "exec(open('configurator.py').read())  # overrides from command line or config file\n"
             "config = {k: globals()[k] for k in config_keys}  # will be useful for logging\n"
             "w = torch.zeros(1, requires_grad=True)\nfor _ in range(3):\n    (w * learning_rate).sum().backward()\n",
-            _IMPORTS + "import torch\n\nbatch_size = 12\nlearning_rate = 6e-4\n"
+            'import dftpass.runtime as _dft_runtime\nimport torch\n\nbatch_size = 12\nlearning_rate = 6e-4\n'
             "config_keys = [k for k, v in globals().items() if not k.startswith('_') and isinstance(v, (int, float))]\n"
             "exec(open('configurator.py').read())  # overrides from command line or config file\n"
-            "config = {k: globals()[k] for k in config_keys}  # will be useful for logging\n"
-            + _block(("config", "config", True)) +
-            "w = torch.zeros(1, requires_grad=True)\nfor _ in range(3):\n    (w * learning_rate).sum().backward()\n",
+            'config = {k: globals()[k] for k in config_keys}  # will be useful for logging\n'
+            '_dft_runtime.log_parameters("config", config)\nw = torch.zeros(1, requires_grad=True)\n'
+            'for _ in range(3):\n    (w * learning_rate).sum().backward()\n',
             files={"configurator.py": "import sys\nfor arg in sys.argv[1:]:\n    pass\n"},
         ),
         Case(
@@ -183,18 +171,21 @@ class AppMetadata(Pass):
             "        model_args, data_args, training_args = parser.parse_json_file(json_file=sys.argv[1])\n"
             "    else:\n        model_args, data_args, training_args = parser.parse_args_into_dataclasses()\n"
             + _TRAIN + "\n\nif __name__ == '__main__':\n    main()\n",
-            "from dftracer.python import dftracer\nimport json\nimport sys\n\nimport torch\n"
-            "from transformers import HfArgumentParser, TrainingArguments\n\n"
-            "from args import DataArguments, ModelArguments\n\n\ndef main():\n"
-            "    parser = HfArgumentParser((ModelArguments, DataArguments, TrainingArguments))\n"
+            'import dftpass.runtime as _dft_runtime\nimport json\nimport sys\n\nimport torch\n'
+            'from transformers import HfArgumentParser, TrainingArguments\n\n'
+            'from args import DataArguments, ModelArguments\n\n\ndef main():\n'
+            '    parser = HfArgumentParser((ModelArguments, DataArguments, TrainingArguments))\n'
             "    if len(sys.argv) == 2 and sys.argv[1].endswith('.json'):\n"
-            "        model_args, data_args, training_args = parser.parse_json_file(json_file=sys.argv[1])\n"
-            + _block(("model_args", "model_args", False), ("data_args", "data_args", False),
-                     ("training_args", "training_args", False), indent="        ")
-            + "    else:\n        model_args, data_args, training_args = parser.parse_args_into_dataclasses()\n"
-            + _block(("model_args", "model_args", False), ("data_args", "data_args", False),
-                     ("training_args", "training_args", False), indent="        ")
-            + _TRAIN + "\n\nif __name__ == '__main__':\n    main()\n",
+            '        model_args, data_args, training_args = parser.parse_json_file(json_file=sys.argv[1])\n'
+            '        _dft_runtime.log_parameters("model_args", model_args)\n'
+            '        _dft_runtime.log_parameters("data_args", data_args)\n'
+            '        _dft_runtime.log_parameters("training_args", training_args)\n    else:\n'
+            '        model_args, data_args, training_args = parser.parse_args_into_dataclasses()\n'
+            '        _dft_runtime.log_parameters("model_args", model_args)\n'
+            '        _dft_runtime.log_parameters("data_args", data_args)\n'
+            '        _dft_runtime.log_parameters("training_args", training_args)\n'
+            "    torch.ones(1, requires_grad=True).sum().backward()\n\n\nif __name__ == '__main__':\n"
+            '    main()\n',
             files={"args.py": "from dataclasses import dataclass\n\n\n@dataclass\nclass ModelArguments:\n"
                               "    name: str = 'gpt2'\n\n\n@dataclass\nclass DataArguments:\n    path: str = ''\n"},
         ),
@@ -203,10 +194,11 @@ class AppMetadata(Pass):
             "import argparse\n\nimport torch\n\nparser = argparse.ArgumentParser()\n"
             "parser.add_argument('--epochs', type=int, default=1)\nargs, unknown = parser.parse_known_args()\n\n\n"
             "def train():\n" + _TRAIN + "\n\nif __name__ == '__main__':\n    # run\n    train()\n",
-            _IMPORTS + "import argparse\n\nimport torch\n\nparser = argparse.ArgumentParser()\n"
-            "parser.add_argument('--epochs', type=int, default=1)\nargs, unknown = parser.parse_known_args()\n\n\n"
-            "def train():\n" + _TRAIN + "\n\nif __name__ == '__main__':\n"
-            + _block(("args", "args", False), indent="    ") + "    # run\n    train()\n",
+            'import dftpass.runtime as _dft_runtime\nimport argparse\n\nimport torch\n\n'
+            "parser = argparse.ArgumentParser()\nparser.add_argument('--epochs', type=int, default=1)\n"
+            'args, unknown = parser.parse_known_args()\n\n\ndef train():\n'
+            "    torch.ones(1, requires_grad=True).sum().backward()\n\n\nif __name__ == '__main__':\n"
+            '    _dft_runtime.log_parameters("args", args)\n    # run\n    train()\n',
         ),
         Case(
             # a config dataclass, and a class that keeps its namespace on self
@@ -215,13 +207,14 @@ class AppMetadata(Pass):
             "        self.args = argparse.ArgumentParser().parse_known_args(argv)[0]\n"
             "        self.cfg = TrainConfig()\n\n"
             "    def fit(self):\n    " + _TRAIN + "\n\nif __name__ == '__main__':\n    Trainer(None).fit()\n",
-            _IMPORTS + "import argparse\nfrom dataclasses import dataclass\n\nimport torch\n\n\n"
-            "@dataclass\nclass TrainConfig:\n"
-            "    lr: float = 0.1\n    epochs: int = 2\n\n\nclass Trainer:\n    def __init__(self, argv):\n"
-            "        self.args = argparse.ArgumentParser().parse_known_args(argv)[0]\n"
-            + _block(("self.args", "args", False), indent="        ") + "        self.cfg = TrainConfig()\n"
-            + _block(("self.cfg", "cfg", False), indent="        ") + "\n"
-            "    def fit(self):\n    " + _TRAIN + "\n\nif __name__ == '__main__':\n    Trainer(None).fit()\n",
+            'import dftpass.runtime as _dft_runtime\nimport argparse\nfrom dataclasses import dataclass\n\n'
+            'import torch\n\n\n@dataclass\nclass TrainConfig:\n    lr: float = 0.1\n    epochs: int = 2\n\n\n'
+            'class Trainer:\n    def __init__(self, argv):\n'
+            '        self.args = argparse.ArgumentParser().parse_known_args(argv)[0]\n'
+            '        _dft_runtime.log_parameters("args", self.args)\n        self.cfg = TrainConfig()\n'
+            '        _dft_runtime.log_parameters("cfg", self.cfg)\n\n    def fit(self):\n'
+            "        torch.ones(1, requires_grad=True).sum().backward()\n\n\nif __name__ == '__main__':\n"
+            '    Trainer(None).fit()\n',
         ),
     ]
 
@@ -396,18 +389,18 @@ class AppMetadata(Pass):
                 return
             if own[0] == "main-guard":
                 guard = fs.main_guards[own[1]]
-                if self._logged(fn, lambda c: c.in_main_guard):
+                if self._logged(fs, fn, lambda c: c.in_main_guard):
                     return
                 self._plan(fs.relpath, "before", guard.body_first, guard.line, fields,
                            f"{why or 'parameters parsed'} on import, logged once the program traces")
                 return
-        if self._logged(fn, lambda c: c.line > call.line):
+        if self._logged(fs, fn, lambda c: c.line > call.line):
             return
         self._plan(fs.relpath, "after", call.stmt, call.line, fields, why or f"parameters parsed by {call.callee}()")
 
     def _at_start(self, function_id: str, param: str, mapping: bool, why: str) -> None:
         fs, fn = self.graph.functions[function_id]
-        if not self._runs_once(function_id) or self._logged(fn, lambda c: True):
+        if not self._runs_once(function_id) or self._logged(fs, fn, lambda c: True):
             return
         self._plan(fs.relpath, "before", fn.body_first, fn.line, [(param, param, mapping)], why)
 
@@ -431,9 +424,11 @@ class AppMetadata(Pass):
                 plan["fields"].append(f)
 
     @staticmethod
-    def _logged(fn, where) -> bool:
-        """The function already logs metadata (at the places ``where`` accepts)."""
-        return any(is_metadata_call(c.callee) and where(c) for c in fn.calls)
+    def _logged(fs, fn, where) -> bool:
+        """The function already logs metadata (at the places ``where`` accepts): by hand, or
+        through the runtime's ``log_parameters`` (what an earlier run wrote)."""
+        return any((is_metadata_call(c.callee) or runtime_call(fs, c.callee) == "log_parameters") and where(c)
+                   for c in fn.calls)
 
     def _runs_once(self, function_id: str, depth: int = 0) -> bool:
         """Whether one run of the program runs the function about once: module code, an
