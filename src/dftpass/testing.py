@@ -32,8 +32,10 @@ def rule_config(rule_id: str, options: dict | None = None) -> Config:
     values = {"rules.select": Value([rule_id], src),
               "plugins.disable": Value([], src),
               "project.kind": Value("program", src),
-              # the examples show a rule's regions; the import prelude has its own tests
-              "emit.skip-dynamo-import": Value(False, src)}
+              # the examples show a rule's regions as `with` blocks; the import prelude and
+              # the start()/stop() form of statement regions have their own tests
+              "emit.skip-dynamo-import": Value(False, src),
+              "emit.lean-regions": Value(False, src)}
     for key, value in (options or {}).items():
         values[f"rules.options.{rule_id}.{key}"] = Value(value, src)
     return Config(values=values)

@@ -175,7 +175,7 @@ def test_an_edit_that_loses_to_another_rules_is_reported_naming_both(project, de
     manager = PassManager(config(rules__select=["K-1", "K-2"], project__kind="program"))
     manager.add_passes(_wrapping_pass("K-1"), _wrapping_pass("K-2", after=("K-1",) if declared else ()))
     result = annotate(root, manager.config, "plan", manager=manager, jobs=1)
-    assert [e.rule for _, e in result.edits()] == ["K-1"]
+    assert {e.rule for _, e in result.edits()} == {"K-1"}  # a region: one edit, or its start and stop
     lost = [f for f in result.findings if f.rule == "K-2"]
     assert len(lost) == 1 and "K-1 places the same region there" in lost[0].message
     if declared:

@@ -103,8 +103,10 @@ def test_the_plugin_rule_written_on_the_public_api_times_a_sites_collectives(plu
         "if __name__ == '__main__':\n    train([1, 2], lambda x: x)\n")})
     r = dftpass(plugin_site, "plan", root)
     assert r.returncode == 0, r.stderr
-    assert "+        with ai.comm.all_reduce:\n+            grads = ex.allreduce(grads)" in r.stdout
-    assert "+    with ai.comm.barrier:" in r.stdout
+    # the plugin's statement region, written as start()/stop() around the statement
+    assert "+        ai.comm.all_reduce.start()\n         grads = ex.allreduce(grads)\n+        ai.comm.all_reduce.stop()" \
+        in r.stdout
+    assert "+    ai.comm.barrier.start()\n     ex.barrier()\n+    ai.comm.barrier.stop()" in r.stdout
     explained = dftpass(plugin_site, "explain", "EX-2")
     assert explained.returncode == 0 and "examplefw collectives" in explained.stdout
     check = ("import sys\nfrom dftpass.testing import check_case\n"

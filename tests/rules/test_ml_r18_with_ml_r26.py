@@ -26,7 +26,9 @@ def _run(project, source: str, mode: str = "run"):
     src = Source("test")
     config = Config(values={"rules.select": Value(["ML-R18", "ML-R26"], src), "plugins.disable": Value([], src),
                             "project.kind": Value("program", src),
-                            "emit.skip-dynamo-import": Value(False, src)})
+                            "emit.skip-dynamo-import": Value(False, src),
+                            # the regions as ``with`` blocks, whose nesting the lines below read
+                            "emit.lean-regions": Value(False, src)})
     return annotate(root, config, mode, jobs=1)
 
 

@@ -182,7 +182,12 @@ KEYS: dict[str, KeySpec] = {
     ),
     "emit.skip-dynamo-import": KeySpec(
         True, lambda v: isinstance(v, bool), "true or false",
-        "put one line before each new dftracer import so it does not import torch._dynamo (1.5 s per process)"),
+        "put one line before the dftracer import of the file that starts tracing, so that it does not "
+        "import torch._dynamo (1.5 s per process)"),
+    "emit.lean-regions": KeySpec(
+        True, lambda v: isinstance(v, bool), "true or false",
+        "write a statement region as start()/stop() around the statements, not a `with` that re-indents "
+        "them, where nothing leaves the statements early (return, break, continue, raise, yield)"),
     "trace.data-dir": KeySpec(
         None, lambda v: v is None or _str(v), "a string", "DFTRACER_DATA_DIR for traced runs"
     ),

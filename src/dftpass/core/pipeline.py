@@ -26,6 +26,7 @@ from dftpass.core.edits import Edit, EditSet
 from dftpass.core.emitter import plans_dynamo_backend, uses_dynamo_backend
 from dftpass.core.findings import Finding, Severity
 from dftpass.core.manager import PassManager, call_hook, natural_key
+from dftpass.core.placement import lean_statement_regions, merge_adjacent_regions
 from dftpass.core.console import Progress
 from dftpass.core.provenance import record
 from dftpass.core.project import TOOL, Project, pool_context
@@ -192,6 +193,9 @@ def _annotate(root: Path, config: Config, mode: str, passes: Iterable[str] | Non
 
     files: dict[str, FileResult] = {}
     for relpath, edit_set in sorted(ctx.edit_sets.items()):
+        if mode != "validate" and ctx.config.get("emit.lean-regions"):
+            merge_adjacent_regions(edit_set)
+            lean_statement_regions(edit_set, ctx.summary(relpath))
         _needed_imports(ctx, edit_set)
     # the prelude stubs dftracer's Dynamo module: not in a project that uses its backend,
     # written already or planned now (ML-R29)

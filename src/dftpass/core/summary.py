@@ -198,6 +198,13 @@ class FunctionSummary:
     #: a comparison or an ``and``), and how many statements it holds, itself included (the
     #: cost model leaves out dftpass's own ``if <tracing is on>:`` blocks)
     if_tests: tuple[tuple[StmtPath, str | None, int], ...] = ()
+    #: the ``return``, ``break``, ``continue`` and ``raise`` statements: where control leaves a
+    #: block early (a ``start()``/``stop()`` pair around them would miss its ``stop()``)
+    exits: tuple[StmtPath, ...] = ()
+    #: the ``try`` statements whose body raises by design: one that catches ``StopIteration``
+    #: (a ``next()`` that restarts its iterator) or one inside a loop (a batch skipped on an
+    #: error); an exception is then control flow, and it would skip a ``stop()`` as ``return`` does
+    caught: tuple[StmtPath, ...] = ()
 
     @property
     def is_module(self) -> bool:
@@ -273,6 +280,15 @@ class FileSummary:
                 return fn
         return None
 
+    def function_at(self, path: StmtPath) -> FunctionSummary | None:
+        """The innermost function (or the module scope) whose body holds statement ``path``."""
+        best: FunctionSummary | None = None
+        for fn in self.functions:
+            inside = fn.is_module or (len(path) > len(fn.stmt) and path[:len(fn.stmt)] == fn.stmt)
+            if inside and (best is None or best.is_module or len(fn.stmt) > len(best.stmt)):
+                best = fn
+        return best
+
     def cls(self, qualname: str) -> ClassSummary | None:
         for c in self.classes:
             if c.qualname == qualname:
@@ -296,6 +312,26 @@ def _yielded(node: ast.AST | None) -> str | None:
         parts = [dotted(e) for e in node.elts]
         return sys.intern(", ".join(p or "?" for p in parts)) if any(parts) else None
     return dotted(node)
+
+
+def _start_stop(stmt: ast.stmt, method: str) -> str | None:
+    """``X`` of an expression statement ``X.start()`` / ``X.stop()`` (no arguments)."""
+    if isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call) and not stmt.value.args \
+            and not stmt.value.keywords and isinstance(stmt.value.func, ast.Attribute) \
+            and stmt.value.func.attr == method:
+        return dotted(stmt.value.func.value)
+    return None
+
+
+def _start_stop_pairs(stmts: list[ast.stmt]) -> set[int]:
+    """The indexes of the ``X.start()`` statements of a block that a later ``X.stop()`` of the
+    same block closes."""
+    out: set[int] = set()
+    for i, stmt in enumerate(stmts):
+        receiver = _start_stop(stmt, "start")
+        if receiver is not None and any(_start_stop(later, "stop") == receiver for later in stmts[i + 1:]):
+            out.add(i)
+    return out
 
 
 def _first_operand(test: ast.expr) -> ast.expr:
@@ -520,6 +556,8 @@ class _Builder:
         fn.yields = tuple(walker.yields)
         fn.yield_stmts = tuple(walker.yield_stmts)
         fn.if_tests = tuple(walker.if_tests)
+        fn.exits = tuple(walker.exits)
+        fn.caught = tuple(walker.caught)
         return fn
 
     def class_(self, node: ast.ClassDef, qualname: str, path: StmtPath) -> None:
@@ -562,11 +600,26 @@ class _FunctionWalker:
         self.yields: list[tuple[str | None, tuple[int, ...], bool]] = []
         self.yield_stmts: list[StmtPath] = []
         self.if_tests: list[tuple[StmtPath, str | None, int]] = []
+        self.exits: list[StmtPath] = []
+        self.caught: list[StmtPath] = []
 
     def block(self, stmts: list[ast.stmt], owner: StmtPath, field: str,
               loops: tuple[int, ...], withs: tuple[str, ...], guard: bool) -> None:
+        # ``X.start()`` ... ``X.stop()`` in one block is a region as a ``with X:`` is: the
+        # statements between them are inside X (their calls' ``withs`` name it)
+        opened: list[str] = []
+        pairs = _start_stop_pairs(stmts)
         for i, stmt in enumerate(stmts):
-            self.statement(stmt, owner + (step(field, i),), loops, withs, guard)
+            receiver = _start_stop(stmt, "stop")
+            if receiver is not None and receiver in opened:
+                opened.remove(receiver)
+            self.statement(stmt, owner + (step(field, i),), loops, withs + tuple(opened), guard)
+            receiver = _start_stop(stmt, "start")
+            if receiver is not None and i in pairs:
+                opened.append(receiver)
+                self.all_withs.append(receiver)
+            if isinstance(stmt, (ast.Return, ast.Break, ast.Continue, ast.Raise)):
+                self.exits.append(owner + (step(field, i),))
 
     def statement(self, stmt: ast.stmt, path: StmtPath, loops: tuple[int, ...],
                   withs: tuple[str, ...], guard: bool) -> None:
@@ -615,6 +668,8 @@ class _FunctionWalker:
                 self.return_tuples.append(tuple(dotted(e) for e in stmt.value.elts))
         if isinstance(stmt, (ast.Assign, ast.AnnAssign)):
             self._assign(stmt, path)
+        if isinstance(stmt, ast.Try) and stmt.handlers and (loops or _catches_stop_iteration(stmt)):
+            self.caught.append(path)
 
         inner_loops = loops + (loop_index,) if loop_index is not None else loops
         before = fn.n_stmts
