@@ -28,7 +28,8 @@ class CheckpointRegions(Pass):
 
         * A function whose job is the checkpoint gets ``@ai.checkpoint.capture`` or
           ``@ai.checkpoint.restart``: it saves, or loads, itself, on every path (not under an
-          ``if``/``try``), in at most 30 statements; it builds no model, optimizer or loader and
+          ``if``/``try``; an ``if`` that lets one rank write, ``if dist.get_rank() == 0:``,
+          still counts: the other ranks wait for that write), in at most 30 statements; it builds no model, optimizer or loader and
           does not train or evaluate; it is not the program's entry. Only the innermost: a
           function that calls another such function (or one already annotated) is not
           decorated, and its own saves get statement regions instead, so the node never nests.
@@ -389,6 +390,17 @@ class CheckpointRegions(Pass):
             '    for step, batch in enumerate(loader):\n        model(batch).backward()\n        opt.step()\n'
             '        if step % 100 == 0:\n            ai.checkpoint.capture.start()\n'
             '            accelerator.save_state(f"ckpt-{step}")\n            ai.checkpoint.capture.stop()\n',
+        ),
+        Case(
+            # the write under a rank-0 test is the job's checkpoint on every path: the others wait
+            # for it at the barrier, inside the same capture (improved-diffusion's TrainLoop.save)
+            'import torch\nimport torch.distributed as dist\n\n\nclass Loop:\n    def save(self, path):\n'
+            '        if dist.get_rank() == 0:\n            torch.save(self.model.state_dict(), path)\n'
+            '        dist.barrier()\n',
+            'from dftracer.python import ai\nimport torch\nimport torch.distributed as dist\n\n\nclass Loop:\n'
+            '    @ai.checkpoint.capture\n    def save(self, path):\n'
+            '        if dist.get_rank() == 0:\n            torch.save(self.model.state_dict(), path)\n'
+            '        dist.barrier()\n',
         ),
     ]
 

@@ -3,7 +3,6 @@ and load state, and the plan of checkpoint regions."""
 
 from __future__ import annotations
 
-import attrs
 import re
 from typing import NamedTuple
 
@@ -291,6 +290,18 @@ class CheckpointPlan:
 #: a function whose job is a checkpoint is short: longer ones (a ``setup()`` that also resumes)
 #: get a statement region around their checkpoint calls instead
 MAX_CHECKPOINT_FUNCTION_STMTS = 30
+#: the test of an ``if`` that lets one process of a distributed job write (``if
+#: dist.get_rank() == 0:``, ``if accelerator.is_main_process:``, ``if master_process:``): a
+#: checkpoint under it still runs on every path of the job, the others waiting for it
+RANK_TEST = re.compile(r"(?i)(^|\.)(get_rank|Get_rank|(local_|global_)?rank|is_(local_)?main_process|"
+                       r"(is_)?master(_process)?|is_global_zero|is_world_process_zero|is_rank_zero)(\(\))?$")
+
+
+def _under_rank_guards(fn: FunctionSummary, stmt: StmtPath) -> int:
+    """How many ``if <rank test>:`` bodies hold ``stmt``."""
+    return sum(1 for path, test, _ in fn.if_tests
+               if test and RANK_TEST.search(test) and len(stmt) > len(path)
+               and stmt[:len(path)] == path and stmt[len(path)][0] == "body")
 
 
 def checkpoint_function(graph: CallGraph, function_id: str, ops: list[CheckpointOp]) -> str | None:
@@ -304,7 +315,7 @@ def checkpoint_function(graph: CallGraph, function_id: str, ops: list[Checkpoint
     depth = len(fn.body_first)
     for op in ops:
         call = fn.calls[op.index]
-        if len(call.stmt) - depth > len(call.withs) + len(call.loops):
+        if len(call.stmt) - depth - _under_rank_guards(fn, call.stmt) > len(call.withs) + len(call.loops):
             return "it saves or loads only on some paths (under an `if` or a `try`)"
     for i, call in enumerate(fn.calls):
         qualified = graph.qualify(fs, call.callee)
