@@ -533,7 +533,7 @@ class LoopAnalysis:
         the iterator on ``StopIteration``), whatever it is called."""
         fs, fn = self.graph.functions[function_id]
         return any(c.callee == "next" and c.args[:1] and c.args[0] and self.loader_like(fs, fn, c.args[0])
-                   for c in fn.calls)
+                   and _hands_out(fn, c) for c in fn.calls)
 
     def run(self) -> "LoopAnalysis":
         g = self.graph
@@ -737,3 +737,11 @@ class LoopAnalysis:
                 return f
             p = fn.loops[p].parent
         return None
+
+
+def _hands_out(fn: FunctionSummary, call) -> bool:
+    """Whether the batch ``call`` (a ``next()``) draws leaves the function: drawn outside any
+    loop, or returned (``return next(it)`` in a loop that restarts the iterator). A function
+    that draws batches in a loop of its own and keeps them (open_clip's ``evaluate``) runs a
+    batch loop; it does not produce batches for its caller's loop."""
+    return not call.loops or call.stmt_kind == "return" or any(a in fn.returns for a in call.assigned_to)

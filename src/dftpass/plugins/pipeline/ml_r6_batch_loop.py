@@ -298,6 +298,27 @@ class BatchLoop(Pass):
             '                ai.dataloader.fetch.start()\n                val_data = next(val_loader)\n'
             '                ai.dataloader.fetch.stop()\n                print(model(val_data).sum().item())\n',
         ),
+        Case(
+            # a function that draws next() in a loop of its own and keeps the batches runs a
+            # batch loop; it does not hand batches to the epoch loop that calls it (open_clip's
+            # evaluate, which would otherwise be decorated as the fetch around its own fetches)
+            'import torch\nfrom torch.utils.data import DataLoader\n\n\ndef evaluate(model, loader):\n'
+            '    it = iter(loader)\n    total = 0.0\n    while True:\n        batch = next(it, None)\n'
+            '        if batch is None:\n            break\n        total += model(batch).sum().item()\n'
+            '    return total\n\n\ndef train_one_epoch(model, opt, loader):\n    for x in loader:\n'
+            '        model(x).sum().backward()\n        opt.step()\n\n\n'
+            'def main(model, opt, loader, epochs):\n    for epoch in range(epochs):\n'
+            '        train_one_epoch(model, opt, loader)\n        print(evaluate(model, loader))\n',
+            'from dftracer.python import ai\nimport torch\nfrom torch.utils.data import DataLoader\n\n\n'
+            'def evaluate(model, loader):\n    it = iter(loader)\n    total = 0.0\n    while True:\n'
+            '        ai.dataloader.fetch.start()\n        batch = next(it, None)\n'
+            '        ai.dataloader.fetch.stop()\n        if batch is None:\n            break\n'
+            '        total += model(batch).sum().item()\n    return total\n\n\n'
+            'def train_one_epoch(model, opt, loader):\n    for x in ai.dataloader.fetch.iter(loader):\n'
+            '        model(x).sum().backward()\n        opt.step()\n\n\ndef main(model, opt, loader, epochs):\n'
+            '    for epoch in range(epochs):\n        train_one_epoch(model, opt, loader)\n'
+            '        print(evaluate(model, loader))\n',
+        ),
     ]
 
     def run(self, ctx) -> None:
