@@ -31,7 +31,7 @@ from __future__ import annotations
 import attrs
 
 from dftpass.core.callgraph import CallGraph
-from dftpass.core.emitter import is_tracing_test
+from dftpass.core.emitter import is_tracing_test, recognize, runtime_call
 from dftpass.core.loops import LoopAnalysis
 from dftpass.core.passes import Pass, PassKind
 from dftpass.core.summary import FileSummary, FunctionSummary
@@ -112,8 +112,12 @@ def score(graph: CallGraph, function_id: str) -> tuple[int, tuple[tuple[str, int
     fs, fn = graph.functions[function_id]
     # dftpass's own ``if <tracing is on>:`` blocks (step metadata, logged parameters) are not
     # the function's work: counted, a second run would find more to annotate than the first
+    # nor are the tracing calls themselves (``ai.compute.start()``, ``_dft_runtime.log_parameters``)
     own = [(path, n) for path, test, n in fn.if_tests if is_tracing_test(test)]
     calls = [c for c in fn.calls if not any(c.stmt[:len(p)] == p for p, _ in own)]
+    tracing = [c for c in calls if recognize(fs, c.callee) is not None or runtime_call(fs, c.callee)]
+    calls = [c for c in calls if all(c is not t for t in tracing)]
+    tracing_stmts = len({c.stmt for c in tracing if c.stmt_kind == "expr"})
     loops = [lp for lp in fn.loops if not any(lp.stmt[:len(p)] == p for p, _ in own)]
     counts: dict[str, int] = {}
     for call in calls:
@@ -124,7 +128,7 @@ def score(graph: CallGraph, function_id: str) -> tuple[int, tuple[tuple[str, int
     parts.append(("loops", LOOP_WEIGHT * len(loops)))
     work_calls = [c for c in calls if c.method not in CHEAP_METHODS and c.method not in facts(graph).log_methods]
     parts.append(("calls", min(CALL_WEIGHT * len(work_calls), MAX_CALL_POINTS)))
-    parts.append(("size", min((fn.n_stmts - sum(n for _, n in own)) // 2, MAX_SIZE_POINTS)))
+    parts.append(("size", min((fn.n_stmts - sum(n for _, n in own) - tracing_stmts) // 2, MAX_SIZE_POINTS)))
     return sum(v for _, v in parts), tuple(parts)
 
 

@@ -312,6 +312,14 @@ class GenericRegions(Pass):
         # a function with a ``step`` parameter would make dft_fn.log raise: left alone
         Case("import json\n\n\ndef report(path, step=None):\n    for name in ('a', 'b'):\n"
              "        with open(path) as f:\n            json.load(f)\n\n\ndef main():\n    report('x')\n" + _MAIN),
+        # the lines dftpass wrote are not the function's work: an argument parser just under the
+        # threshold stays under it after ML-R20 logged its parameters (a second run adds nothing)
+        Case("import argparse\nimport os\nimport dftpass.runtime as _dft_runtime\n\n\ndef get_args():\n"
+             "    parser = argparse.ArgumentParser()\n"
+             + "".join(f"    parser.add_argument('--a{i}', default={i})\n" for i in range(22))
+             + "    args = parser.parse_args()\n    _dft_runtime.log_parameters(\"args\", args)\n"
+             "    os.makedirs(str(args.a0), exist_ok=True)\n    return args\n\n\ndef main():\n    get_args()\n"
+             + _MAIN),
         # runs per sample: never
         Case("import numpy as np\nfrom torch.utils.data import Dataset\n\n\ndef decode(path):\n"
              "    out = []\n    for k in range(3):\n        out.append(np.load(path))\n    return out\n\n\n"
