@@ -47,3 +47,12 @@ def test_files_changed_during_the_run_in_the_folders_its_arguments_name(tmp_path
     files = outputs.record_files(["python", "train.py", "--out", str(out)], cwd, since)
     assert list(files) == [str(out / "results.json")]
     assert files[str(out / "results.json")]["kind"] == "bytes"
+
+
+def test_a_progress_bar_is_masked_whole_with_its_redraws():
+    """Lightning and tqdm on stdout: how many redraws a line gets depends on timing."""
+    one = "Epoch 0:   0%|          | 0/12 [00:00<?, ?it/s]\rEpoch 0:  50%|#####     | 6/12 [00:01<00:01, 5.1it/s]\n"
+    two = "Epoch 0:   0%|          | 0/12 [00:00<?, ?it/s]\rEpoch 0:  58%|#####8    | 7/12 [00:01<00:01, 5.3it/s]\n"
+    assert outputs.mask(one + "test_acc 0.8125\n") == outputs.mask(two + "test_acc 0.8125\n")
+    assert "test_acc 0.8125" in outputs.mask(one + "test_acc 0.8125\n")
+    assert outputs.mask("accuracy 95% | loss 0.1\n") == "accuracy 95% | loss 0.1\n"  # a table is not a bar

@@ -422,30 +422,34 @@ def compare_markdown(cmp: dict) -> str:
 
 
 def optimize_markdown(doc: dict) -> str:
-    """``dftpass optimize``'s attempts: the change, the estimate beside the measured change
-    (median and noise), same work, same output, and the decision with its reason."""
-    def pct(series: dict | None) -> str:
-        if not series or series.get("change_pct") is None:
+    """``dftpass optimize``'s attempts: the change, the estimate beside the measured ratio and
+    its interval (untraced, paired), same work, same output, the decision with its reason, and
+    the kept changes confirmed together against the original."""
+    def ratio(series: dict | None) -> str:
+        if not series or series.get("ratio") is None:
             return "-"
-        return f"{series['change_pct']:+.1f}% ±{series['noise_pct']:.1f}"
+        return f"{series['ratio']:.3f}x [{series['low']:.3f}, {series['high']:.3f}]"
 
     base = doc.get("baseline") or {}
     out = []
     if base.get("wall_s") is not None:
         out.append(f"Baseline `{base.get('run')}`: {base['wall_s']:.2f} s (median of {base.get('repeats')}); "
                    f"{cell(base.get('bottleneck') or 'no bottleneck named')}.")
-    out += ["", "| # | proposal | decision | estimate | wall | program | steady state | repeats | same work | "
-            "same output | why |", "|---:|---|---|---:|---:|---:|---:|---:|---|---|---|"]
+    out += ["", "| # | proposal | decision | estimate | program | wall | pairs | same work | "
+            "same output | why |", "|---:|---|---|---:|---:|---:|---:|---|---|---|"]
     verdict = {True: "same", False: "differs", None: "-"}
     for i, a in enumerate(doc.get("attempts", []), 1):
         t = a.get("timing") or {}
         est = "-" if a.get("estimate_pct") is None else f"{a['estimate_pct']:+.1f}%"
         out.append(f"| {i} | `{a['proposal']}` | {'**kept**' if a['kept'] else 'not kept'} | {est} | "
-                   f"{pct(t.get('wall'))} | {pct(t.get('program'))} | {pct(t.get('steady'))} | {a.get('repeats', 0)} | "
+                   f"{ratio(t.get('program'))} | {ratio(t.get('wall'))} | {a.get('repeats', 0)} | "
                    f"{verdict[a.get('same_work')]} | {verdict[a.get('outputs_same')]} | {cell(a.get('why', ''))} |")
     changes = [f"- `{a['proposal']}`: {cell(a['change'])}" for a in doc.get("attempts", []) if a.get("kept")]
     if changes:
         out += ["", "Kept changes:", *changes]
+    confirmation = doc.get("confirmation")
+    if confirmation:
+        out += ["", f"**{cell(confirmation.get('headline') or confirmation.get('text', ''))}**"]
     if doc.get("stopped"):
         out += ["", f"Stopped: {cell(doc['stopped'])}."]
     if doc.get("optimized"):
@@ -453,6 +457,7 @@ def optimize_markdown(doc: dict) -> str:
     over = doc.get("overhead") or {}
     if over:
         out += ["", f"{doc.get('seconds', 0):.0f} s in all; {over.get('runs')} runs took {over.get('runs_s', 0):.0f} s, "
-                    f"annotation, analysis and judging {over.get('beyond_runs_s', 0):.1f} s. Changes are of medians, "
-                    "after against before (negative: faster), ± the noise between repeats."]
+                    f"annotation, analysis and judging {over.get('beyond_runs_s', 0):.1f} s. Ratios are after over "
+                    "before (below 1: faster), geometric means of untraced alternating pairs, with their 95% "
+                    "interval [low, high]."]
     return "\n".join(out)

@@ -47,12 +47,18 @@ def cmd_optimize(args: argparse.Namespace) -> int:
         raise UsageError(f"{args.project}: not a folder")
     if args.repeat < 1:
         raise UsageError("--repeat must be at least 1")
+    if args.traced < 1:
+        raise UsageError("--traced must be at least 1")
+    if not 2 <= args.min_repeat <= args.max_repeat:
+        raise UsageError("--min-repeat must be at least 2 and at most --max-repeat (an interval needs 2 pairs)")
     config, manager = load(args)
     options = Options(source=args.project, workspace=args.workspace, command=command, repeats=args.repeat,
+                      traced=args.traced, min_pairs=args.min_repeat, max_pairs=args.max_repeat,
                       warmups=args.warmup, max_attempts=args.max_attempts,
                       budget_s=args.budget * 60 if args.budget else None,
                       min_gain_pct=config.get("optimize.min-gain-pct"),
-                      data_dir=args.data_dir or config.get("trace.data-dir"),
+                      session_noise_pct=config.get("optimize.session-noise-pct"),
+                      data_dir=args.data_dir or config.get("trace.data-dir"), aggregate=args.aggregate,
                       outputs=output_options(args, config, echo=False),
                       analysis={"cache": not args.no_cache, "jobs": args.jobs})
     doc = Optimizer(options, config, manager).run()
@@ -65,27 +71,29 @@ def cmd_optimize(args: argparse.Namespace) -> int:
 
 
 def summary(doc: dict) -> str:
-    """What optimize did, a line per attempt."""
+    """What optimize did, a line per attempt, and the headline: the kept changes together,
+    untraced, against the original."""
     base = doc["baseline"]
     lines = []
     if base.get("wall_s") is not None:
-        lines.append(f"baseline: {base['wall_s']:.2f} s (median of {base['repeats']}); "
+        lines.append(f"baseline: {base['wall_s']:.2f} s (median of {base['repeats']} traced); "
                      f"{base.get('bottleneck') or 'no bottleneck named'}")
     for i, a in enumerate(doc["attempts"], 1):
-        measured = "" if a["measured_change_pct"] is None else f", measured: wall {a['measured_change_pct']:+.1f}%"
-        if a.get("program_change_pct") is not None:
-            measured += f", program {a['program_change_pct']:+.1f}%"
-        if a.get("steady_change_pct") is not None:
-            measured += f", steady state {a['steady_change_pct']:+.1f}%"
         estimate = "" if a["estimate_pct"] is None else f"estimate {a['estimate_pct']:+.1f}%"
-        lines.append(f"{i}. {a['proposal']}: {'KEPT' if a['kept'] else 'not kept'} ({estimate}{measured})")
+        lines.append(f"{i}. {a['proposal']}: {'KEPT' if a['kept'] else 'not kept'} ({estimate})")
         if a["change"]:
             lines.append(f"   change: {a['change']}")
         lines.append(f"   {a['why']}")
+        if a.get("repeats"):
+            lines.append(f"   runs: {a.get('traced_runs', 0)} traced (work, output), {2 * a['repeats']} untraced "
+                         f"({a['repeats']} pairs; a fixed 5+5 would have made 10)")
     if not doc["attempts"] and not doc["stopped"]:
         lines.append("nothing to attempt: the analysis proposed no change")
     if doc["stopped"]:
         lines.append(f"stopped: {doc['stopped']}")
+    confirmation = doc.get("confirmation")
+    if confirmation:
+        lines.append(confirmation.get("headline") or confirmation["text"])
     if doc["optimized"]:
         kept = ", ".join(doc["kept"]) or "none"
         lines.append(f"optimized copy: {doc['optimized']} (kept: {kept}); patch: {doc['patch']}")
@@ -103,12 +111,21 @@ def add_parser(sub) -> None:
     p.add_argument("project", type=Path, help="the program's source folder (never modified)")
     p.add_argument("--workspace", type=Path, default=Path("workspace"), help="where copies, runs and "
                    "optimize.json go (default: ./workspace; outside the project)")
-    p.add_argument("--repeat", type=int, default=5, help="repeats per side of each attempt (default 5)")
+    p.add_argument("--repeat", type=int, default=3, help="traced runs of the baseline: the diagnosis, and "
+                   "whether the program gives the same output every time (default 3)")
+    p.add_argument("--traced", type=int, default=1, help="traced runs a side of each attempt, which establish "
+                   "the work and the output (default 1)")
+    p.add_argument("--min-repeat", type=int, default=3, help="untraced pairs timed before a decision is read "
+                   "(default 3)")
+    p.add_argument("--max-repeat", type=int, default=16, help="the most untraced pairs an attempt adds while "
+                   "the interval is undecided (default 16)")
     p.add_argument("--max-attempts", type=int, metavar="N", help="attempt at most N proposals")
     p.add_argument("--warmup", type=int, default=1, help="untimed runs before the baseline (default 1)")
-    p.add_argument("--budget", type=float, metavar="MIN", help="minutes to spend; fewer repeats (at least 3) "
-                   "or fewer attempts when they would not fit, said so")
+    p.add_argument("--budget", type=float, metavar="MIN", help="minutes to spend; fewer pairs (at least "
+                   "--min-repeat) or fewer attempts when they would not fit, said so")
     p.add_argument("--data-dir", help="DFTRACER_DATA_DIR of the traced runs")
+    p.add_argument("--aggregate", action="store_true", help="dftracer's selective aggregation on in the traced "
+                   "runs (off by default)")
     p.add_argument("--format", choices=("text", "json"), default="text", help="the summary's format")
     p.add_argument("--no-cache", action="store_true", help="read the traces without the trace cache")
     add_output_arguments(p)

@@ -52,7 +52,7 @@ def cmd_trace(args: argparse.Namespace) -> int:
         run = trace(args.workspace, args.label, command, cwd=args.cwd, data_dir=data_dir, repeats=args.repeat,
                     append=args.append, chunk_mb=config.get("trace.chunk-mb"), compact=not args.no_compact,
                     applies=args.applies, on_repeat=show, keep=output_options(args, config, echo=True),
-                    baseline=True if args.baseline else None)
+                    baseline=True if args.baseline else None, aggregate=args.aggregate)
     except LayoutError as exc:
         raise UsageError(str(exc)) from exc
     if run.record().get("baseline"):
@@ -75,6 +75,8 @@ def add_parser(sub) -> None:
     p.add_argument("--repeat", type=int, default=1, help="run N times (separate repeats of one label)")
     p.add_argument("--append", action="store_true", help="add repeats to an existing label instead of replacing it")
     p.add_argument("--no-compact", action="store_true", help="keep only the raw traces")
+    p.add_argument("--aggregate", action="store_true", help="dftracer's selective aggregation on (hot events "
+                   "folded into counts and sums); off by default, whatever the environment says")
     p.add_argument("--applies", action="append", default=[], metavar="PROPOSAL",
                    help="the proposal id(s) this run applies (compare then measures their real impact)")
     from dftpass.commands.optimize import add_output_arguments

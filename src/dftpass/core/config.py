@@ -42,7 +42,8 @@ DEFAULT_MASKS = (
     r"(?i)\b(?:time|elapsed|took|duration|eta|speed|throughput|ms/batch|s/it|it/s|wall)\b"
     r"[^0-9\n]{0,12}\d+(?:\.\d+)?(?:e[-+]?\d+)?",                       # time: 1.23, ms/batch 34.5
     r"\b0x[0-9a-fA-F]{6,}\b",                                           # object addresses
-)
+    r"[^\n]*\d+%\|[^\n]*",                                               # a progress bar (tqdm, Lightning):
+)                                                                       # the whole line, its redraws included
 
 
 class ConfigError(UserError):
@@ -207,7 +208,13 @@ KEYS: dict[str, KeySpec] = {
         "measures it; unset: 18 µs, as measured where dftpass was built, plugins/analyses/overhead.py)"),
     "optimize.min-gain-pct": KeySpec(
         2.0, lambda v: isinstance(v, (int, float)) and not isinstance(v, bool) and v >= 0, "a number >= 0",
-        "the least median gain (% of the wall time) optimize keeps, beyond the noise between repeats"),
+        "the least gain (% of the program's time) optimize keeps: the whole 95% interval of the paired "
+        "ratios must lie below 1 - this"),
+    "optimize.session-noise-pct": KeySpec(
+        None, lambda v: v is None or (isinstance(v, (int, float)) and not isinstance(v, bool) and v >= 0),
+        "a number >= 0", "how much (% sd) the ratio of the same two copies moves between two sessions on this "
+        "machine; optimize's intervals are widened by it (unset: dftpass.optimize.measure.SESSION_SD, measured "
+        "on 2-core shared machines)"),
 }
 #: keys whose value is a mapping that merges across layers instead of being replaced
 _MERGED = ("rules.options",)

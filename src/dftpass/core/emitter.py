@@ -205,15 +205,23 @@ BUILD_FLAG_HDF5 = "DFTRACER_ENABLE_HDF5"
 PIP_PACKAGE = "dftracer"
 
 
-def traced_env(log_prefix: str, data_dir: str | None = None, posix: bool = True) -> dict[str, str]:
+def traced_env(log_prefix: str, data_dir: str | None = None, posix: bool = True,
+               aggregate: bool = False) -> dict[str, str]:
     """The environment that switches tracing on for one run (``1`` is the only value that enables).
+
+    Aggregation is always set, one way or the other (``aggregate``): dftracer's newer line
+    turns it on by default for short events, so the same annotated program would trace
+    differently with another install (docs/decisions.md). On, it is selective: hot events are
+    folded into ``ph`` 3 records (counts and sums kept, single events gone).
 
     ``posix=False`` keeps dftracer's POSIX interception out of the process
     (``DFTRACER_DISABLE_POSIX=1``): bound at ``initialize_log``, it makes tensorstore's file
     locks fail (``Failed to lock file: Bad address``), so every orbax checkpoint of a traced
     JAX program failed. It is not the default: forked DataLoader workers then leave empty
     trace files (their finalize goes through the interception)."""
-    env = {ENV_ENABLE: "1", ENV_METADATA: "1", ENV_LOG_FILE: log_prefix}
+    env = {ENV_ENABLE: "1", ENV_METADATA: "1", ENV_LOG_FILE: log_prefix, ENV_AGGREGATION: "1" if aggregate else "0"}
+    if aggregate:
+        env[ENV_AGGREGATION_TYPE] = AGGREGATION_SELECTIVE
     if data_dir:
         env[ENV_DATA_DIR] = data_dir
     if not posix:

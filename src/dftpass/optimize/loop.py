@@ -7,12 +7,21 @@ the program does the same work, computes the same output, and is faster beyond t
   optimize/stack-0/annotated   ... annotated, traced as the baseline
   optimize/attempt-<k>/source  the current stack plus attempt k's change
   optimize/attempt-<k>/annotated
-  opt-warmup/, opt-baseline/   runs: one untimed warm-up, then the diagnosed baseline
-  attempt-<k>-before/, attempt-<k>-after/   the alternating repeats of attempt k
+  opt-warmup/, opt-baseline/   runs: one untimed warm-up, then the diagnosed baseline (traced)
+  attempt-<k>-traced-before/, attempt-<k>-traced-after/   one traced run a side: the work, the output
+  attempt-<k>-before/, attempt-<k>-after/   the untraced, alternating pairs that time attempt k
+  confirm-original/, confirm-optimized/      the untraced pairs that time the kept changes together
   optimized/                   the original source plus the kept changes, no annotations
   patches/optimize.patch       the kept changes as a unified diff
   optimize.json                the baseline, every attempt, and the decisions
 ```
+
+An attempt is judged in two parts. The work and the output come from traced runs of the
+annotated copies (one a side by default: the analysis counts the batches, the outputs are
+compared file by file). The time comes from untraced runs of the unannotated copies, what the
+user runs, in alternating pairs, added one pair at a time until the interval of the paired
+ratios decides (:mod:`dftpass.optimize.measure`). After the last attempt, the kept changes
+together are timed against the original the same way: the command's headline.
 
 Order: the analysis's proposals, I/O first, then communication, memory, compute (the
 catalogue's order of work), each answering the current bottleneck. After a kept change
@@ -37,6 +46,7 @@ from dftpass.analysis.proposals import COMPONENT_ORDER
 from dftpass.core.errors import UserError
 from dftpass.core.findings import Severity
 from dftpass.core.writer import atomic_write, copy_project
+from dftpass.optimize import causes
 from dftpass.optimize import change as changes
 from dftpass.optimize import measure
 from dftpass.proposals.codemods import NotApplicable
@@ -44,9 +54,9 @@ from dftpass.runs.tracer import OutputOptions, trace
 
 OPTIMIZE_FILE = "optimize.json"
 PATCH = Path("patches") / "optimize.patch"
-#: the fewest repeats a side gets under a tight budget (below it nothing is measured)
-MIN_REPEATS = 3
-#: what one traced run costs beyond the program's own time (start-up, compaction, analysis), s
+#: the fewest timed pairs a decision reads (below it nothing is measured)
+MIN_PAIRS = 3
+#: what one run costs beyond the program's own time (start-up, compaction, analysis), s
 RUN_OVERHEAD_S = 1.0
 
 
@@ -55,14 +65,24 @@ class Options:
     source: Path
     workspace: Path
     command: list[str]
-    repeats: int = 5
+    #: traced runs of the baseline (the diagnosis, and whether the program reproduces itself)
+    repeats: int = 3
+    #: traced runs a side of each attempt: what establishes the work and the output
+    traced: int = 1
+    #: untimed pairs of each decision: at least, and at most (added while undecided)
+    min_pairs: int = MIN_PAIRS
+    max_pairs: int = 16
     #: the most proposals attempted (None: every one the analyses make)
     max_attempts: int | None = None
     #: untimed runs before the baseline (generated data, caches, the page cache)
     warmups: int = 1
     budget_s: float | None = None
     min_gain_pct: float = 2.0
+    #: how much a ratio moves between sessions (% sd), widening every interval; None: measure.SESSION_SD
+    session_noise_pct: float | None = None
     data_dir: str | None = None
+    #: dftracer's selective aggregation in the traced runs (off by default: every event)
+    aggregate: bool = False
     outputs: OutputOptions = field(default_factory=lambda: OutputOptions(echo=False))
     #: analysis options (engine, jobs, cache)
     analysis: dict = field(default_factory=dict)
@@ -75,12 +95,14 @@ class Attempt:
     kept: bool = False
     outputs_same: bool | None = None
     same_work: bool | None = None
-    #: changes of the median times, after vs before, in % (negative: faster)
+    #: the geometric-mean change of the untraced times, after vs before, in % (negative: faster)
     measured_change_pct: float | None = None
     program_change_pct: float | None = None
-    steady_change_pct: float | None = None
     estimate_pct: float | None = None
+    #: the timed pairs, and the decision they gave ("faster", "no gain", "slower", "undecided")
     repeats: int = 0
+    decision: str = ""
+    traced_runs: int = 0
     why: str = ""
     evidence: list[str] = field(default_factory=list)
     timing: dict = field(default_factory=dict)
@@ -126,6 +148,7 @@ class Optimizer:
         self.stack_annotated: Path | None = None
         self.stack_env: dict[str, str] = {}
         self.overhead = {"runs_s": 0.0, "runs": 0}
+        self.confirmation: dict | None = None
 
     # ------------------------------------------------------------ copies and runs
 
@@ -151,7 +174,7 @@ class Optimizer:
         t0 = time.monotonic()
         run_env = {**os.environ, **env}
         run = trace(self.ws, label, self.o.command, cwd=cwd, data_dir=self.o.data_dir, repeats=1, append=append,
-                    env=run_env, applies=applies, keep=self.o.outputs)
+                    env=run_env, applies=applies, keep=self.o.outputs, aggregate=self.o.aggregate)
         self.overhead["runs_s"] += time.monotonic() - t0
         self.overhead["runs"] += 1
         rep = run.record()["repeats"][-1]
@@ -210,18 +233,60 @@ class Optimizer:
     def _ordered(self, result) -> list:
         return sorted(result.proposals, key=lambda p: (COMPONENT_ORDER.index(p.component), result.proposals.index(p)))
 
-    def _repeats_for(self, wall_s: float) -> tuple[int, str]:
+    def _fits(self, runs: int, wall_s: float) -> str:
+        """"" when ``runs`` more runs of ``wall_s`` fit the budget, else why not."""
         left = self.progress.left_s
-        per_run = wall_s + RUN_OVERHEAD_S
-        if left is None:
-            return self.o.repeats, ""
-        fits = int(left // (2 * per_run))
-        if fits >= self.o.repeats:
-            return self.o.repeats, ""
-        if fits < MIN_REPEATS:
-            return 0, (f"the budget is spent: {MIN_REPEATS} repeats a side need ~{2 * MIN_REPEATS * per_run:.0f} s, "
-                       f"{max(0.0, left):.0f} s are left")
-        return fits, f"{fits} repeats a side instead of {self.o.repeats}: that is what the budget's {left:.0f} s hold"
+        need = runs * (wall_s + RUN_OVERHEAD_S)
+        if left is None or left >= need:
+            return ""
+        return f"the budget is spent: {runs} more runs need ~{need:.0f} s, {max(0.0, left):.0f} s are left"
+
+    def _time(self, label: str, cwd: Path, env: dict[str, str], append: bool) -> dict:
+        """One untraced run of an unannotated copy, timed from outside and by the clock."""
+        t0 = time.monotonic()
+        run = trace(self.ws, label, self.o.command, cwd=cwd, data_dir=self.o.data_dir, repeats=1, append=append,
+                    env={**os.environ, **env}, keep=self.o.outputs, baseline=True, clock=True, compact=False)
+        self.overhead["runs_s"] += time.monotonic() - t0
+        self.overhead["runs"] += 1
+        return run.record()["repeats"][-1]
+
+    def timed_pairs(self, name: str, before: tuple[str, Path, dict], after: tuple[str, Path, dict],
+                    wall_s: float) -> tuple[measure.Timing | None, measure.Decision, str]:
+        """Alternate untraced runs of ``before`` and ``after`` (label, folder, environment), a pair
+        at a time, until the interval decides, ``max_pairs`` are run or the budget is spent.
+        The timing, the decision and what cut it short ("" when nothing did)."""
+        reps: dict[str, list[dict]] = {before[0]: [], after[0]: []}
+        timing, decision, cut = None, measure.Decision("unmeasured", "no pair was timed"), ""
+        for i in range(self.o.max_pairs):
+            if i >= self.o.min_pairs:
+                cut = self._fits(2, wall_s)
+                if cut:
+                    break
+            # ABBA: a drift of the machine over the pairs weighs on both sides alike
+            for label, cwd, env in ((before, after) if i % 2 == 0 else (after, before)):
+                rep = self._time(label, cwd, env, append=i > 0)
+                reps[label].append(rep)
+                side = "before" if label == before[0] else "after"
+                self.progress.say(f"{name}: pair {i + 1} {side}: {rep['wall_s']:.2f} s")
+                if rep.get("exit_code") != 0:
+                    cut = f"the untraced run of {label} failed (exit code {rep.get('exit_code')})"
+                    return timing, measure.Decision("unmeasured", cut), cut
+            if i + 1 >= self.o.min_pairs:
+                session_sd = measure.SESSION_SD if self.o.session_noise_pct is None else self.o.session_noise_pct / 100
+                timing = measure.Timing.of(reps[before[0]], reps[after[0]], session_sd)
+                decision = measure.decide(timing, self.o.min_gain_pct)
+                if decision.decided:
+                    break
+        if decision.outcome == "undecided" and cut:
+            decision = measure.Decision("undecided", f"{decision.text}; stopped: {cut}")
+        return timing, decision, cut
+
+    def _run_dict(self, label: str) -> dict:
+        """A run's record as the judge reads it (its folder, label and repeats)."""
+        from dftpass.runs.layout import run_dir
+
+        run = run_dir(self.ws, label)
+        return {**run.record(), "label": label, "path": str(run.path)}
 
     def attempt(self, k: int, proposal, current) -> tuple[Attempt, object | None]:
         """Try ``proposal`` on the current stack; the attempt, and the analysis to go on from."""
@@ -241,51 +306,92 @@ class Optimizer:
             return att, None
         att.change, att.env = "; ".join(done), {**self.stack_env, **plan.env}
         wall = current.traces.median("wall_s") or 0.0
-        n, why_fewer = self._repeats_for(wall)
-        if n == 0:
-            att.why = f"not measured: {why_fewer}"
-            self.stopped = why_fewer
+        cut = self._fits(2 * self.o.traced + 2 * self.o.min_pairs, wall)
+        if cut:
+            att.why = f"not measured: {cut}"
+            self.stopped = cut
             return att, None
+        # 1. the work and the output: traced runs of the annotated copies
         annotated_after = self._annotate(folder / "source", folder / "annotated")
         annotated_before = self.stack_annotated
-        before, after = f"attempt-{k}-before", f"attempt-{k}-after"
+        before, after = f"attempt-{k}-traced-before", f"attempt-{k}-traced-after"
         att.runs = [before, after]
-        for i in range(n):
-            # ABBA order: a drift of the machine over the attempt weighs on both sides alike
+        for i in range(self.o.traced):
             order = [(before, annotated_before, self.stack_env, ()), (after, annotated_after, att.env, (proposal.id,))]
             for label, cwd, env, applies in (order if i % 2 == 0 else order[::-1]):
                 rep = self._run(label, cwd, env, append=i > 0, applies=applies)
                 side = "before" if label == before else "after"
-                self.progress.say(f"attempt {k} {proposal.id}: repeat {i + 1}/{n} {side}: {rep['wall_s']:.2f} s")
+                self.progress.say(f"attempt {k} {proposal.id}: traced run {i + 1}/{self.o.traced} {side}: "
+                                  f"{rep['wall_s']:.2f} s")
+        att.traced_runs = 2 * self.o.traced
         result_b, data_b = self._analyze(before, annotated_before)
         result_a, data_a = self._analyze(after, annotated_after)
-        att.repeats = n
         work, output = judge.same_work(data_b, data_a), judge.same_output(data_b, data_a)
         att.same_work, att.outputs_same = work.same, output.same
-        t = measure.Timing.of(data_b["repeats"], data_a["repeats"])
-        att.timing = t.to_dict()
-        att.measured_change_pct = measure.rounded(t.wall.change_pct)
-        att.program_change_pct = measure.rounded(t.program.change_pct) if t.program else None
-        att.steady_change_pct = measure.rounded(t.steady.change_pct) if t.steady else None
-        gained, why_time = measure.faster(t, self.o.min_gain_pct)
-        att.evidence = [f"work: {work.reason}", f"output: {output.reason}", *output.evidence[:5]]
-        if why_fewer:
-            att.evidence.append(why_fewer)
+        att.evidence = [f"work: {work.reason}" + (f" (from {self.o.traced} traced run a side)"
+                                                  if self.o.traced == 1 else ""),
+                        f"output: {output.reason}", *output.evidence[:5]]
         self._lessons(data_b, data_a)
         if work.same is not True:
             att.why = f"reverted: {work.reason}"
-        elif output.same is not True:
-            att.why = f"reverted: {output.reason}"
-        elif plan.changes_results:
-            att.why = f"not kept: it changes results by design; {why_time}: for a person to decide"
-        elif not gained:
-            att.why = f"reverted: {why_time}"
-        else:
+            return att, result_b
+        if output.same is not True:
+            edited = tuple(dict.fromkeys(site.path for sites in plan.sites.values() for site in sites))
+            cause = causes.message(proposal.id, folder / "source", edited) if output.same is False else ""
+            att.why = f"reverted: {output.reason}" + (f"; {cause}" if cause else "")
+            return att, result_b
+        # 2. the time: untraced runs of the unannotated copies, as the user runs them
+        timed_b, timed_a = f"attempt-{k}-before", f"attempt-{k}-after"
+        att.runs += [timed_b, timed_a]
+        timing, decision, cut = self.timed_pairs(
+            f"attempt {k} {proposal.id}", (timed_b, self.stack_source, self.stack_env),
+            (timed_a, folder / "source", att.env), wall)
+        if cut.startswith("the budget") and decision.outcome == "unmeasured":
+            self.stopped = cut
+        att.decision = decision.outcome
+        if timing is not None:
+            att.repeats = timing.pairs
+            att.timing = timing.to_dict()
+            att.measured_change_pct = measure.rounded(timing.wall.change_pct)
+            att.program_change_pct = measure.rounded(timing.program.change_pct) if timing.program else None
+            untraced = judge.same_output(self._run_dict(timed_b), self._run_dict(timed_a))
+            att.evidence.append(f"untraced output: {untraced.reason}")
+            if untraced.same is False:
+                att.why = f"reverted: untraced, {untraced.reason}"
+                return att, result_b
+        if plan.changes_results:
+            att.why = f"not kept: it changes results by design; {decision.text}: for a person to decide"
+        elif decision.outcome == "faster":
             att.kept = True
-            att.why = f"kept: same work, same output, {why_time}"
+            att.why = f"kept: same work, same output, {decision.text}"
             self.stack_source, self.stack_annotated, self.stack_env = folder / "source", annotated_after, att.env
             return att, result_a
+        elif decision.outcome == "undecided":
+            att.why = f"undecided, not kept: {decision.text}"
+        else:
+            att.why = f"reverted: {decision.text}"
         return att, result_b
+
+    def confirm(self) -> dict | None:
+        """The kept changes together against the original, untraced, in pairs until decided:
+        the gain the user's own clock sees (the gains of several changes do not add)."""
+        if self.stack_source is None or not any(a.kept for a in self.attempts):
+            return None
+        original = self.root / "stack-0" / "source"
+        wall = self.baseline.get("wall_s") or 0.0
+        cut = self._fits(2 * self.o.min_pairs, wall)
+        if cut:
+            return {"decision": "unmeasured", "text": f"not confirmed: {cut}"}
+        timing, decision, _ = self.timed_pairs("confirm", ("confirm-original", original, {}),
+                                               ("confirm-optimized", self.stack_source, self.stack_env), wall)
+        out = {"decision": decision.outcome, "text": decision.text,
+               "timing": timing.to_dict() if timing is not None else None}
+        if timing is not None:
+            same = judge.same_output(self._run_dict("confirm-original"), self._run_dict("confirm-optimized"))
+            out["outputs_same"], out["output"] = same.same, same.reason
+            out["headline"] = f"optimized: {timing.headline()}; " + (
+                "same output" if same.same else f"output: {same.reason}")
+        return out
 
     def _lessons(self, before: dict, after: dict) -> None:
         from dftpass.analysis.compare import compare
@@ -317,6 +423,9 @@ class Optimizer:
                 self.progress.say(f"attempt {k}: {att.why}")
                 if nxt is not None:
                     current = nxt
+            self.confirmation = self.confirm()
+            if self.confirmation is not None:
+                self.progress.say(self.confirmation.get("headline") or self.confirmation["text"])
         except KeyboardInterrupt:
             self.stopped = "interrupted (Ctrl-C): what was measured until then is kept"
             self.finish(time.monotonic() - started)
@@ -342,6 +451,8 @@ class Optimizer:
             "baseline": self.baseline,
             "attempts": [a.to_dict() for a in self.attempts],
             "kept": [a.proposal for a in kept],
+            # the kept changes together against the original, untraced: the headline
+            "confirmation": self.confirmation,
             "stopped": self.stopped,
             "seconds": round(total_s, 3),
             "overhead": {"runs": self.overhead["runs"], "runs_s": round(self.overhead["runs_s"], 3),

@@ -28,6 +28,7 @@ import structlog
 from dftpass.core import emitter
 from dftpass.core.writer import atomic_write
 from dftpass.runs import outputs
+from dftpass.runs.clock import clock_env, read_clock
 from dftpass.runs.compact import compact_dir
 from dftpass.runs.layout import RunDir, run_dir
 
@@ -128,7 +129,8 @@ def _resources(usage) -> dict | None:
 
 
 def _run_once(run: RunDir, k: int, command: Sequence[str], cwd: Path, env: dict[str, str],
-              chunk_mb: int, compact: bool, keep: OutputOptions = OutputOptions(), baseline: bool = False) -> dict:
+              chunk_mb: int, compact: bool, keep: OutputOptions = OutputOptions(), baseline: bool = False,
+              clock: bool = False, aggregate: bool = False) -> dict:
     raw = run.raw(k)
     shutil.rmtree(raw, ignore_errors=True)
     shutil.rmtree(run.compact(k), ignore_errors=True)
@@ -140,7 +142,10 @@ def _run_once(run: RunDir, k: int, command: Sequence[str], cwd: Path, env: dict[
     # a baseline runs as the user runs it: tracing off (an annotated program's regions then
     # cost what they cost switched off)
     child_env = dict(env) if baseline else {
-        **env, **emitter.traced_env(str(run.log_prefix(k)), data_dir, posix=hazard is None)}
+        **env, **emitter.traced_env(str(run.log_prefix(k)), data_dir, posix=hazard is None, aggregate=aggregate)}
+    clock_file = run.outputs(k) / "clock.jsonl"
+    if clock:  # an untraced run timed from inside: the program's time without its start-up
+        child_env = clock_env(child_env, clock_file)
     if hazard:
         log.warning("POSIX interception off", reason=hazard)
     start, t0, since_ns = _now(), time.monotonic(), time.time_ns() - 1_000_000
@@ -177,6 +182,8 @@ def _run_once(run: RunDir, k: int, command: Sequence[str], cwd: Path, env: dict[
         "trace_files": [{"name": p.name, "bytes": p.stat().st_size} for p in files],
         "empty_trace_files": [p.name for p in files if p.stat().st_size == 0],
     }
+    if clock:
+        record["clock"] = read_clock(clock_file)
     if not interrupted and launch_error is None:
         record["outputs"] = {
             "stdout": outputs.record_stdout(run.outputs(k), keep.masks),
@@ -258,13 +265,17 @@ def why_no_traces(command: Sequence[str], cwd: Path) -> str:
 def trace(workspace: Path, label: str, command: Sequence[str], *, cwd: Path | None = None,
           data_dir: str | None = None, repeats: int = 1, append: bool = False, chunk_mb: int = 64,
           compact: bool = True, env: dict[str, str] | None = None, applies: Sequence[str] = (),
-          on_repeat=None, keep: OutputOptions = OutputOptions(), baseline: bool | None = None) -> RunDir:
+          on_repeat=None, keep: OutputOptions = OutputOptions(), baseline: bool | None = None,
+          clock: bool = False, aggregate: bool = False) -> RunDir:
     """Run ``command`` ``repeats`` times with tracing into ``<workspace>/<label>``; write run.json.
 
     ``keep`` says what of the program's outputs each repeat records (:class:`OutputOptions`).
     ``baseline``: the reference run, with tracing off (wall time, outputs, resource use);
     None: a traced run, recorded as the baseline when the script it runs does not import
-    dftracer and no trace came (the original program)."""
+    dftracer and no trace came (the original program). ``clock``: also time the program from
+    inside, without its start-up (:mod:`dftpass.runs.clock`; each repeat's ``clock``).
+    ``aggregate``: dftracer's selective aggregation on; off otherwise, whatever the caller's
+    environment says (recorded as ``aggregation``)."""
     run = run_dir(Path(workspace).resolve(), label)
     cwd = Path(cwd or os.getcwd()).resolve()
     command = list(command)
@@ -273,9 +284,10 @@ def trace(workspace: Path, label: str, command: Sequence[str], *, cwd: Path | No
     base_env = dict(os.environ if env is None else env)
     for key in list(base_env):
         if key.startswith(emitter.ENV_PREFIX) and key not in (emitter.ENV_DATA_DIR, emitter.ENV_INIT,
-                                                        emitter.ENV_TIME_METRIC, emitter.ENV_AGGREGATION,
-                                                        emitter.ENV_AGGREGATION_TYPE):
-            del base_env[key]  # a stale DFTRACER_LOG_FILE must not send traces elsewhere
+                                                        emitter.ENV_TIME_METRIC):
+            # a stale DFTRACER_LOG_FILE must not send traces elsewhere; aggregation is set by
+            # dftpass alone (``aggregate``), so that every install traces the same way
+            del base_env[key]
     if data_dir:
         base_env[emitter.ENV_DATA_DIR] = data_dir
     previous = run.record() if append and run.exists() else None
@@ -294,10 +306,14 @@ def trace(workspace: Path, label: str, command: Sequence[str], *, cwd: Path | No
     if applies:
         record["applies"] = sorted(set(record.get("applies", [])) | set(applies))
     record["baseline"] = bool(baseline)
+    record["aggregation"] = None if baseline else (
+        {"enabled": True, "type": emitter.AGGREGATION_SELECTIVE, "set_by": "--aggregate"} if aggregate
+        else {"enabled": False, "set_by": "dftpass (the default: every event written)"})
     first = len(record["repeats"]) + 1
     try:
         for k in range(first, first + repeats):
-            rep = _run_once(run, k, command, cwd, base_env, chunk_mb, compact, keep, bool(baseline))
+            rep = _run_once(run, k, command, cwd, base_env, chunk_mb, compact, keep, bool(baseline), clock,
+                            aggregate)
             if baseline is None and not rep["trace_files"] and rep.get("launch_error") is None \
                     and is_unannotated(command, cwd):
                 # the user's own program, traced as the README's workflow asks for a reference:
