@@ -2,6 +2,13 @@
 
 from __future__ import annotations
 
+import shlex
+
+from dftpass.core import versions
+
+#: what install asks pip for: dftracer within the versions dftpass is tested with
+WHEEL = shlex.quote("dftracer" + (versions.tested_range() or ""))
+
 import json
 
 from tests.conftest import line_of
@@ -61,9 +68,9 @@ def test_detect_reports_frameworks_entries_and_install_flags(cli, torch_basic, p
 
 def test_install_chooses_the_wheel_or_a_source_build_with_flags(cli, torch_basic, project):
     r = cli("install", torch_basic, "--dry-run")
-    assert r.code == 0 and r.out.strip().endswith("-m pip install dftracer")
+    assert r.code == 0 and r.out.strip().endswith(f"-m pip install {WHEEL}")
     hpc = project({"a.py": "import mpi4py\nimport h5py\n"}, name="hpc")
     r = cli("install", hpc, "--dry-run")
     assert r.out.startswith("DFTRACER_ENABLE_HDF5=ON DFTRACER_ENABLE_MPI=ON ")
-    assert r.out.strip().endswith("-m pip install --no-binary dftracer dftracer")
+    assert r.out.strip().endswith(f"-m pip install --no-binary dftracer {WHEEL}")
     assert "DFTRACER_ENABLE_MPI (MPI: a.py)" in r.err

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -86,11 +87,11 @@ def test_the_plugin_adds_a_build_flag_to_the_install_plan(plugin_site, project):
     """A third party can make dftracer's install a source build (a site's MPI, say)."""
     plain = project({"a.py": "import torch\n"}, name="plain")
     r = dftpass(plugin_site, "install", plain, "--dry-run")
-    assert r.returncode == 0 and r.stdout.strip().endswith("-m pip install dftracer"), r.stdout
+    assert r.returncode == 0 and re.search(r"-m pip install '?dftracer[^ ]*$", r.stdout.strip()), r.stdout
     root = project({"a.py": "import examplefw\n"}, name="withfw")
     r = dftpass(plugin_site, "install", root, "--dry-run")
     assert r.returncode == 0, r.stderr
-    assert r.stdout.startswith("DFTRACER_ENABLE_MPI=ON ") and "--no-binary dftracer dftracer" in r.stdout
+    assert r.stdout.startswith("DFTRACER_ENABLE_MPI=ON ") and re.search(r"--no-binary dftracer '?dftracer", r.stdout)
     assert "DFTRACER_ENABLE_MPI (examplefw's collectives run on MPI (plugin example))" in r.stderr
 
 

@@ -10,6 +10,7 @@ from dftpass.core.console import emit, table
 from dftpass.core.context import RunContext
 from dftpass.core.passes import PassKind
 from dftpass.core.project import Project
+from dftpass.core import versions
 
 
 def cmd_rules(args: argparse.Namespace) -> int:
@@ -103,6 +104,7 @@ def cmd_detect(args: argparse.Namespace) -> int:
     det["extras"] = [fw for fw in ("lightning", "tensorflow", "jax") if fw in det["frameworks"]]
     programs = ctx.analysis("programs")
     det["project"] = programs.to_dict()
+    det["dftracer"] = versions.check()
     det["entries"] = [
         f"{p.entry.relpath}:{p.entry.line} ({p.entry.kind}"
         f"{', runs ' + p.entry.function.split('::')[1] if p.entry.function else ''}): {p.role}"
@@ -123,6 +125,11 @@ def cmd_detect(args: argparse.Namespace) -> int:
     print(f"ROCm:         {det['rocm']['path'] or 'not found'}; HIP tracing needed: "
           f"{'yes' if det['hip_tracing_needed'] else 'no'}")
     print(f"install:      {plan.shown('python')}  (`dftpass install` runs it; {plan.why()})")
+    tracer = det["dftracer"]
+    if tracer["warning"]:
+        print(f"warning:      {tracer['warning']}")
+    elif tracer["installed"]:
+        print(f"dftracer:     {tracer['installed']} (tested: {tracer['tested'] or 'unknown: dftpass not installed'})")
     if det["extras"]:
         rules = {"lightning": "ML-R12", "tensorflow": "ML-R13", "jax": "ML-R14"}
         print(f"rules:        {', '.join(f'{rules[fw]} ({fw})' for fw in det['extras'])}; the versions dftpass is "

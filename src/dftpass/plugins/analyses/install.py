@@ -21,7 +21,7 @@ import sys
 
 import attrs
 
-from dftpass.core import emitter
+from dftpass.core import emitter, versions
 from dftpass.core.manager import hook_results
 from dftpass.core.passes import Pass, PassKind
 
@@ -52,9 +52,11 @@ class InstallPlan:
         return out
 
     def command(self, python: str = sys.executable) -> list[str]:
+        # within the versions dftpass is tested with (the ``trace`` extra), where it knows them
+        wanted = emitter.PIP_PACKAGE + (versions.tested_range() or "")
         if self.source_build:
-            return [python, "-m", "pip", "install", "--no-binary", emitter.PIP_PACKAGE, emitter.PIP_PACKAGE]
-        return [python, "-m", "pip", "install", emitter.PIP_PACKAGE]
+            return [python, "-m", "pip", "install", "--no-binary", emitter.PIP_PACKAGE, wanted]
+        return [python, "-m", "pip", "install", wanted]
 
     def shown(self, python: str = sys.executable) -> str:
         """The command line as a shell would take it (environment first)."""
