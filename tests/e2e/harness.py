@@ -8,6 +8,7 @@ import json
 import os
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 from tests.conftest import FIXTURES, tree_bytes
@@ -33,9 +34,25 @@ def clean_env(trace_prefix: Path | None) -> dict[str, str]:
     return env
 
 
+#: gloo's teardown race: a rank of a finished DDP run aborts in interpreter shutdown, where
+#: gloo's threads release work that still holds Python objects (upstream: pytorch/pytorch#179291,
+#: abandoned). The program's results are written by then; seen 2 times in ~4 full suite runs on
+#: 2 cores, with the original program as with the annotated one (ddp_gloo already destroys its
+#: group after a barrier and releases its DDP model first)
+GLOO_TEARDOWN_ABORT = ("terminate called without an active exception", "terminated with signal SIGABRT")
+
+
 def run_program(cmd: list[str], cwd: Path, trace_prefix: Path | None, extra_env=None) -> subprocess.CompletedProcess:
+    """Run ``cmd`` and require exit 0. A run that dies of gloo's teardown race (and of nothing
+    else) is run once more, from no traces, and says so on stderr: a second abort fails."""
     env = {**clean_env(trace_prefix), **(extra_env or {})}
     proc = subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True, timeout=300)
+    if proc.returncode != 0 and all(sign in proc.stderr for sign in GLOO_TEARDOWN_ABORT):
+        print(f"gloo's teardown abort in {cmd[1:2]}: run again once", file=sys.stderr)
+        if trace_prefix is not None:
+            for stale in trace_prefix.parent.glob(trace_prefix.name + "*"):
+                stale.unlink()
+        proc = subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]
     return proc
 
