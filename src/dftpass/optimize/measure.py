@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from functools import cached_property
 
 CONFIDENCE = 0.95
 METHOD = "Student's t interval of the paired log ratios, widened by the noise between sessions"
@@ -104,8 +105,9 @@ class Series:
     after: list[float]
     session_sd: float = SESSION_SD
 
-    @property
+    @cached_property
     def interval(self) -> Interval | None:
+        """Computed once: decide() and the texts read it several times (a t test each)."""
         return paired_interval(self.before, self.after, session_sd=self.session_sd)
 
     @property
