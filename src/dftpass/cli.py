@@ -47,6 +47,16 @@ def _seconds(text: str) -> float | Path:
     return value
 
 
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an integer >= 1")
+    return value
+
+
 def _add_pipeline_options(p: argparse.ArgumentParser, plugin_pm=None) -> None:
     p.add_argument("project", type=Path, help="the project's root folder")
     add_config_options(p)
@@ -56,6 +66,9 @@ def _add_pipeline_options(p: argparse.ArgumentParser, plugin_pm=None) -> None:
                    help="the training step's time (e.g. 0.001), or a traced run (its folder) whose median "
                         "train step is read: coarsen the regions a step writes so that tracing costs at most "
                         "overhead.budget (3%%) of it")
+    p.add_argument("--sample-every", type=_positive_int, metavar="K",
+                   help="write the regions of one training step in K (overhead.sample-every; the first steps and "
+                        "each pass's first and last always): for steps too short for the budget")
     add_format_options(p, ("text", "json", "sarif"))
     if plugin_pm is not None:
         group = p.add_argument_group("plugin options")

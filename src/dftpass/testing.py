@@ -37,7 +37,9 @@ def rule_config(rule_id: str, options: dict | None = None) -> Config:
               "emit.skip-dynamo-import": Value(False, src),
               "emit.lean-regions": Value(False, src)}
     for key, value in (options or {}).items():
-        values[f"rules.options.{rule_id}.{key}"] = Value(value, src)
+        # a dotted key is a configuration key the rule reads (``overhead.sample-every``), a
+        # plain one the rule's own option
+        values[key if "." in key else f"rules.options.{rule_id}.{key}"] = Value(value, src)
     return Config(values=values)
 
 

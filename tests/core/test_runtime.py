@@ -150,3 +150,47 @@ def test_nbytes_measures_what_io_moved_and_is_never_negative(tmp_path):
         f.write("hello")
         assert nbytes(f) == 5  # a file object: its position
     assert nbytes(f) == 0  # closed: tell() would raise
+
+
+def test_the_sampling_gate_spells_what_the_emitter_spells():
+    """The sampled subtrees, the clock, the environment and the metadata prefix the runtime
+    uses are the ones the trace analysis and ``dftpass trace`` read (core/emitter.py)."""
+    from dftpass.core import emitter as E
+    from dftpass.runtime import sampling
+
+    assert sampling.GATED == E.SAMPLED_SUBTREES and sampling.CLOCK == E.SAMPLING_CLOCK
+    assert (sampling.ENV_EVERY, sampling.ENV_WARMUP) == (E.SAMPLING_ENV_EVERY, E.SAMPLING_ENV_WARMUP)
+    assert sampling.META_PREFIX == E.SAMPLING_META_PREFIX
+    for path in (*sampling.GATED, sampling.CLOCK):
+        assert any(n == path or n.startswith(path + ".") for n in NODES), path
+
+
+def test_the_gate_traces_warm_up_first_last_and_every_kth_step():
+    from dftpass.runtime.sampling import Gate
+
+    gate = Gate(every=4, warmup=2)
+    traced = [gate.tick(first=i == 0, last=i == 19) for i in range(20)]
+    assert [i for i, on in enumerate(traced) if on] == [0, 1, 2, 6, 10, 14, 18, 19]
+    assert (gate.steps, gate.traced) == (20, 8)
+    gate.untick(gate.tick())  # a tick for a batch that never came is taken back
+    assert (gate.steps, gate.traced) == (20, 8)
+
+
+def test_the_gate_holds_an_update_made_between_traced_steps():
+    """An epoch set while the step is untraced reaches the next traced step's events."""
+    from dftpass.runtime.sampling import Gate
+
+    class Node:
+        seen: list = []
+
+        def update(self, **values):
+            self.seen.append(values)
+
+    gate, node = Gate(every=4, warmup=0), Node()
+    gate.tick()
+    gate.tick()  # untraced
+    gate.defer(node, {"epoch": 2, "step": None})
+    gate.defer(node, {"step": 7})
+    assert node.seen == []
+    gate.tick(), gate.tick()
+    assert node.seen == [] and gate.tick() and node.seen == [{"epoch": 2, "step": 7}]

@@ -16,6 +16,7 @@ from tests.e2e.harness import events_of
 STEP, REGION, UPDATE = COST_US["step"], COST_US["region"], COST_US["update"]
 #: every region of a step without device transfers: the wait and the body, three compute regions
 FULL_US = STEP + 5 * REGION + UPDATE
+FULL_US_WITH_TRANSFER = FULL_US + REGION
 
 
 def test_no_step_time_keeps_every_region_and_says_nothing():
@@ -65,9 +66,26 @@ def test_a_device_transfer_counts_and_one_compute_region_per_step_makes_room_for
     assert not decide(0.003, 0.03).fold_forward  # without the transfer, the forward keeps its region
 
 
-def test_below_the_floor_the_plan_says_so():
-    """1 ms: even the wait for the batch, one compute region and the transfer cost 89 µs (8.9%)."""
+def test_below_the_floor_the_plan_samples_steps():
+    """1 ms: even the floor costs 89 µs (8.9%), so every region is written on 1 step in k, the
+    least k whose 159 µs, spread over k steps with the untraced steps' 2 µs, fits 30 µs: k = 6."""
     g = decide(0.001, 0.03, transfers=1)
+    assert (g.sample_every, g.sample_set_by) == (6, "budget")
+    assert (g.update_every, g.loop_body, g.fold_backward_step, g.fold_forward) == (1, True, False, False)
+    assert g.kept_us == pytest.approx(FULL_US_WITH_TRANSFER / 6 + 2 * 5 / 6) and g.kept_us <= 30
+    assert "sampled: every region on 1 step in 6" in g.describe()
+    assert decide(0.003, 0.03).sample_every == 1  # the coarsening fits: no sampling
+
+
+def test_a_users_k_is_kept_and_said():
+    g = decide(None, 0.03, sample_every=8)
+    assert (g.sample_every, g.sample_set_by) == (8, "config")
+    assert "1 step in 8 (overhead.sample-every" in g.describe()
+
+
+def test_below_the_floor_without_sampling_the_plan_says_so():
+    """1 ms, sampling refused (overhead.sample-every: 1): the floor, 89 µs (8.9%), and why."""
+    g = decide(0.001, 0.03, transfers=1, sample_every=1)
     assert g.update_every == MAX_UPDATE_EVERY and g.fold_backward_step and g.fold_forward
     assert "-> 89.2 µs (8.9%); still over the budget: the floor is the wait for each batch, the 1 compute region " \
         "the overlap analysis needs and the batch's 1 device transfer(s)" in g.describe()
@@ -83,24 +101,28 @@ def test_a_region_cost_measured_here_scales_the_prediction():
 
 
 def test_a_larger_budget_coarsens_less():
-    assert decide(0.002, 0.1).coarsened == [] != decide(0.002, 0.03).coarsened
+    assert decide(0.002, 0.1).coarsened == [] != decide(0.002, 0.03, sample_every=1).coarsened
+    assert decide(0.002, 0.1).sample_every == 1 < decide(0.002, 0.03).sample_every  # 2 ms is under the floor
 
 
 @pytest.fixture(scope="module")
 def budgeted(tmp_path_factory):
-    """torch_basic annotated for a 1 ms step, and for no step time."""
+    """torch_basic annotated for a 1 ms step with coarsening alone (sampling refused), for a 1 ms
+    step as the plan chooses (sampled steps), and for no step time."""
     from dftpass.cli import main
 
     root = tmp_path_factory.mktemp("budget")
     src = root / "torch_basic"
     shutil.copytree(APPS / "torch_basic", src, ignore=shutil.ignore_patterns("__pycache__"))
     assert main(["run", str(src), "--out", str(root / "plain"), "-q"]) == 0
-    assert main(["run", str(src), "--out", str(root / "budget"), "-q", "--step-time", "0.001"]) == 0
+    assert main(["run", str(src), "--out", str(root / "budget"), "-q", "--step-time", "0.001",
+                 "--sample-every", "1"]) == 0
+    assert main(["run", str(src), "--out", str(root / "sampled"), "-q", "--step-time", "0.001"]) == 0
     return root
 
 
 def test_plan_says_what_it_coarsened_and_why(cli, torch_basic):
-    r = cli("plan", torch_basic, "--step-time", "0.001")
+    r = cli("plan", torch_basic, "--step-time", "0.001", "--sample-every", "1")
     assert r.code == 0
     assert ("overhead: budget 3.0% of a 1 ms step = 30.0 µs; every region 159.0 µs (15.9%, 1 device "
             "transfer included); coarsened:") in r.err  # the evaluation loop's transfer is not a training step's
@@ -123,7 +145,7 @@ def test_plan_says_what_it_coarsened_and_why(cli, torch_basic):
 def test_a_second_annotation_of_the_budgeted_copy_changes_nothing(budgeted, cli):
     """With or without the step time: a folded backward and step is timed (inside the
     ``ai.compute`` span), a sparse update is an update, a loop without its body event is wrapped."""
-    for how in ((), ("--step-time", "0.001")):
+    for how in ((), ("--step-time", "0.001", "--sample-every", "1")):
         r = cli("plan", budgeted / "budget", *how)
         assert r.code == 0 and r.out.strip() == "", (how, r.out)
 
@@ -161,11 +183,44 @@ def test_the_budgeted_program_computes_the_same_and_writes_fewer_events(budgeted
 
     # the step time a traced run reports is what the budget can plan for (--step-time RUN)
     for name in ("plain", "budget"):
-        r = cli("plan", budgeted / "torch_basic", "--step-time", tmp_path / f"traces-{name}")
+        r = cli("plan", budgeted / "torch_basic", "--step-time", tmp_path / f"traces-{name}", "--sample-every", "1")
         said = next(line for line in r.err.splitlines() if line.startswith("step time:"))
         ms = float(said.split()[2])
         assert r.code == 0 and " train steps traced in " in said and 0.05 < ms < 5000, said
         assert f"overhead: budget 3.0% of a {ms:g} ms step" in r.err, r.err
+
+
+@pytest.mark.e2e
+def test_the_sampled_program_computes_the_same_and_its_analysis_scales_back(budgeted, tmp_path):
+    """The plan for 1 ms samples steps (``initialize(sample_every=6)``): the same results, the
+    step regions of fewer steps, and the analysis of its trace counts every batch from the
+    loop's counter and says the totals are estimated."""
+    pytest.importorskip("torch", reason="torch is not installed (./dev setup installs the CPU build)")
+    pytest.importorskip("dftracer.python", reason="dftracer is not installed (./dev setup installs it)")
+    from dftpass.analysis.work import batches_received
+    from dftpass.traces import analyze
+    from tests.e2e.test_torch_basic import run_app
+
+    assert "initialize(sample_every=6)" in (budgeted / "sampled" / "train.py").read_text()
+    data = tmp_path / "data"
+    counts, analyses = {}, {}
+    for name in ("plain", "sampled"):
+        run_app(budgeted / name, data, tmp_path / f"out-{name}", tmp_path / f"traces-{name}" / "trace")
+        files = sorted((tmp_path / f"traces-{name}").glob("trace-*-app.pfw.gz"))
+        counts[name] = Counter((e["cat"], e["name"]) for f in files for e in events_of(f))
+        analyses[name] = analyze(files)
+    for result in ("result.json", "weights.pt"):
+        assert (tmp_path / "out-sampled" / result).read_bytes() == (tmp_path / "out-plain" / result).read_bytes()
+    plain, sampled = counts["plain"], counts["sampled"]
+    assert 0 < sampled[("compute", "backward")] < plain[("compute", "backward")]
+    assert 0 < sampled[("dataloader", "fetch.iter")] < plain[("dataloader", "fetch.iter")]
+    assert sampled[("pipeline", "train")] == plain[("pipeline", "train")] > 0  # phases always written
+    summary = analyses["sampled"].summary
+    assert summary.sampling is not None and summary.sampling.sampled and summary.sampling.every == 6
+    assert batches_received(summary) == batches_received(analyses["plain"].summary) == plain[
+        ("dataloader", "fetch.iter")]
+    assert "1 step in 6 traced" in summary.sampling.describe() and "totals estimated" in summary.sampling.describe()
+    assert analyses["plain"].summary.sampling is None
 
 
 def test_a_run_with_no_steps_is_refused_with_a_reason(cli, torch_basic, tmp_path):
@@ -194,7 +249,7 @@ def test_one_region_per_step_starts_at_the_statement_that_holds_the_forward(cli,
         "    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)\n"
         "    train(model, teacher, loader, optimizer, 'cpu')\n    evaluate(model, loader)\n\n\n"
         "if __name__ == '__main__':\n    main()\n")
-    r = cli("plan", project, "--step-time", "0.001")
+    r = cli("plan", project, "--step-time", "0.001", "--sample-every", "1")
     assert r.code == 0 and "one compute region per step" in r.err, r.err
     assert ("+        with ai.compute:\n+            with torch.autocast('cpu'):\n"
             "+                loss = nn.functional.mse_loss(model(x), y)\n"

@@ -60,6 +60,8 @@ class Comparison:
     judgements: list[dict] = field(default_factory=list)
     #: runs whose own repeats differ in work or output (an unseeded program)
     unsteady: list[str] = field(default_factory=list)
+    #: "<label>: 1 step in k traced ...; totals estimated", per sampled run
+    sampled: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict:
         return {
@@ -72,6 +74,7 @@ class Comparison:
             "proposal_impacts": self.proposal_impacts,
             "judgements": self.judgements,
             "unsteady": self.unsteady,
+            "sampled": self.sampled,
         }
 
 
@@ -136,8 +139,10 @@ def compare(analyses: list[dict]) -> Comparison:
     judgements = [{"same_work": judge.same_work(base, o).to_dict(), "same_output": judge.same_output(base, o).to_dict()}
                   for o in analyses[1:]]
     unsteady = [v.reason for v in (judge.repeats_agree_on_work(a) for a in analyses) if v.same is False]
+    sampled = [f"{a['label']}: {(a.get('sampling') or {})['text']}" for a in analyses
+               if (a.get("sampling") or {}).get("sampled")]
     return Comparison([a["label"] for a in analyses], [len(a["repeats"]) for a in analyses], rows, verdicts, impacts,
-                      judgements, unsteady)
+                      judgements, unsteady, sampled)
 
 
 def _saved(before: dict, after: dict, metric: str | None) -> float | None:

@@ -180,6 +180,14 @@ def _findings_lines(a: dict, diagnosis_shown: bool = False) -> list[str]:
     return lines
 
 
+def sampling_lines(a: dict) -> list[str]:
+    """``1 step in 8 traced (...); totals estimated``, and where the estimate may mislead."""
+    sampling = a.get("sampling") or {}
+    if not sampling.get("sampled"):
+        return []
+    return [sampling["text"], *(f"caution: {w}" for w in sampling.get("warnings", []))]
+
+
 def _problem_lines(a: dict) -> list[str]:
     return ["", "trace problems:"] + [f"  {p}" for p in a["problems"]] if a["problems"] else []
 
@@ -234,6 +242,7 @@ def text(a: dict, top: int = 12, verbose: bool = False) -> str:
              f"  {a['events']} events from {plural(a['processes']['count'], 'process', 'processes')} "
              f"({', '.join(f'{n} {r}' for r, n in sorted(a['processes']['roles'].items()))}), "
              f"traced span {a['span_s']:.2f} s",
+             *[f"  {line}" for line in sampling_lines(a)],
              *[f"  {line}" for line in accounting_lines(a.get("time_accounting"))]]
     lines += ["", *_diagnosis_lines(a)]
     phases = _phases(a)
@@ -275,6 +284,7 @@ def markdown(a: dict, figures: list[tuple[str, str]] = ()) -> str:
     out += [f"- {a['events']} events, {plural(a['processes']['count'], 'process', 'processes')} "
             f"({', '.join(f'{n} {r}' for r, n in sorted(a['processes']['roles'].items()))}), "
             f"traced span {a['span_s']:.2f} s"]
+    out += [f"- {line}" for line in sampling_lines(a)]
     out += [f"- {line}" for line in accounting_lines(a.get("time_accounting"))]
     out += [f"- {line}" for line in _diagnosis_lines(a)]
     out += [f"- {_overlap_line(a['overlap'])}"]
@@ -365,6 +375,7 @@ def compare_text(cmp: dict) -> str:
     lines += ["", f"+ improved, - regressed (beyond ±{cmp['threshold_pct']:.0f}% in the metric's direction), "
                   "= neutral, ~ within the spread between repeats"]
     lines += [""] + cmp["verdicts"]
+    lines += [f"sampled: {text}" for text in cmp.get("sampled", [])]
     lines += judgement_lines(cmp)
     lines += [impact_line(imp) for imp in cmp["proposal_impacts"]]
     return "\n".join(lines)
@@ -416,6 +427,7 @@ def compare_markdown(cmp: dict) -> str:
     out += ["", f"better / worse: beyond ±{cmp['threshold_pct']:.0f}% in the metric's direction (lower time, higher "
                 f"bandwidth is better); same: within ±{cmp['threshold_pct']:.0f}%.", ""]
     out += [f"- {v}" for v in cmp["verdicts"]]
+    out += [f"- sampled: {text}" for text in cmp.get("sampled", [])]
     out += judgement_lines(cmp, bullet="- ")
     out += [f"- {impact_line(imp, code='`')}" for imp in cmp["proposal_impacts"]]
     return "\n".join(out)

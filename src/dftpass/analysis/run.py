@@ -68,6 +68,7 @@ class AnalyzeResult:
             "metrics": self.traces.medians(),
             "spread": {m: self.traces.spread(m) for m in METRICS},
             "events": summary.events,
+            "sampling": summary.sampling.to_dict() if summary.sampling is not None else None,
             "span_s": summary.span_s,
             "time_accounting": account(primary.record, summary),
             "hosts": summary.hosts,

@@ -17,11 +17,14 @@ from dftpass.traces.summary import PHASE_CODES, PHASES
 
 def batches_received(summary) -> int:
     """The batches the training processes' loops received, counted event by event (a
-    ``fetch.iter`` per batch, or a fetch region around ``next(it)``): exact, where the per-phase
+    ``fetch.iter`` per batch, or a fetch region around ``next(it)``; in a sampled run, the
+    loop's own counter, :mod:`dftpass.runtime.sampling`): exact, where the per-phase
     figures come from the overlap's buckets and may put a batch at a phase's edge into the
     next phase."""
     from dftpass.analysis.metrics import in_training_processes
 
+    if summary.sampling is not None and summary.sampling.sampled:
+        return summary.sampling.steps  # the loop's own counter: every batch, traced or not
     keys = {(N.DATALOADER_CAT, N.FETCH_ITER), (N.DATALOADER_CAT, N.FETCH)}
     return sum(cell.count for cell in in_training_processes(summary, keys))
 

@@ -74,6 +74,8 @@ def load(args: argparse.Namespace):
     sets = list(getattr(args, "set", []) or [])
     if getattr(args, "step_time", None) is not None:
         sets.append(f"overhead.step-time={step_time_of(args.step_time)}")
+    if getattr(args, "sample_every", None) is not None:
+        sets.append(f"overhead.sample-every={args.sample_every}")
     if getattr(args, "trust_project_plugins", False):
         sets.append("plugins.trust-project=true")
     overrides = cli_overrides(getattr(args, "select", None), getattr(args, "ignore", None),

@@ -202,6 +202,11 @@ KEYS: dict[str, KeySpec] = {
     "overhead.step-time": KeySpec(
         None, lambda v: v is None or (isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0),
         "a number of seconds > 0", "the training step's time, for the tracing budget (unset: every region)"),
+    "overhead.sample-every": KeySpec(
+        None, lambda v: v is None or (isinstance(v, int) and not isinstance(v, bool) and v >= 1),
+        "an integer >= 1", "trace the regions a training step writes for one step in k (the first steps and each "
+        "pass's first and last always); unset: chosen from --step-time when the budget cannot be met otherwise; "
+        "1: never sample. `dftpass trace --sample-every K` sets it for one run"),
     "overhead.event-us": KeySpec(
         None, lambda v: v is None or (isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0),
         "a number of µs > 0", "what one event costs inside a training step on this machine (bench/overhead.py "

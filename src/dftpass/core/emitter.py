@@ -485,17 +485,20 @@ class FileNames:
         return f"{loader}.worker_init_fn = {self.module('dftpass.runtime')}.{RUNTIME_WORKER_INIT}({loader}.worker_init_fn)"
 
     # -- the program's lifecycle (ML-R1) ---------------------------------------------------
-    def lifecycle_prologue(self) -> list[str]:
+    def lifecycle_prologue(self, sample_every: int = 1) -> list[str]:
         """Initialize tracing once per process, only when it is on, and finalize at exit
         (``dftpass.runtime.initialize``: the trace prefix given, so no ``dft.log`` is left
         behind; a process that traces already is not initialized again; the program's SIGINT
-        handler given back)."""
-        return [f"{self._name('log')} = {self.module('dftpass.runtime')}.{RUNTIME_INITIALIZE}()\n"]
+        handler given back). ``sample_every`` > 1: the step regions of one step in k
+        (``dftpass.runtime.sampling``)."""
+        return [f"{self._name('log')} = {self.module('dftpass.runtime')}.{RUNTIME_INITIALIZE}"
+                f"({_sampling_argument(sample_every)})\n"]
 
-    def script_prologue(self) -> list[str]:
+    def script_prologue(self, sample_every: int = 1) -> list[str]:
         """The lifecycle of a module-level script (no function to wrap): initialize, then
         open the root region; ``atexit`` closes it, then finalizes."""
-        return [f"{self._name('log')} = {self.module('dftpass.runtime')}.{RUNTIME_INITIALIZE}(root=True)\n"]
+        arguments = ", ".join(a for a in ("root=True", _sampling_argument(sample_every)) if a)
+        return [f"{self._name('log')} = {self.module('dftpass.runtime')}.{RUNTIME_INITIALIZE}({arguments})\n"]
 
     def lifecycle_finally(self) -> list[str]:
         """The end of a ``__main__`` block: the program's end."""
@@ -516,6 +519,11 @@ class FileNames:
         return api, std
 
 
+def _sampling_argument(sample_every: int) -> str:
+    """``sample_every=k`` of the runtime's ``initialize``, or nothing for every step."""
+    return f"{RUNTIME_SAMPLE_EVERY}={int(sample_every)}" if sample_every > 1 else ""
+
+
 # -- recognising what is already there ------------------------------------------------------
 
 
@@ -523,6 +531,16 @@ class FileNames:
 RUNTIME_MODULE = "dftpass.runtime"
 RUNTIME_INITIALIZE, RUNTIME_FINALIZE_CHILD = "initialize", "finalize_child"
 RUNTIME_WORKER_INIT, RUNTIME_LOG_PARAMETERS = "worker_init", "log_parameters"
+#: ``initialize``'s argument that samples the step regions (:mod:`dftpass.runtime.sampling`)
+RUNTIME_SAMPLE_EVERY = "sample_every"
+
+#: sampled step regions (``dftpass.runtime.sampling``, which spells them again, held to these by
+#: tests/core/test_runtime.py): the environment that sets k at run time, the subtrees a step's
+#: gate samples, the node whose batches are the steps, the prefix of the trace's metadata lines
+SAMPLING_ENV_EVERY, SAMPLING_ENV_WARMUP = "DFTPASS_SAMPLE_EVERY", "DFTPASS_SAMPLE_WARMUP"
+SAMPLED_SUBTREES = ("compute", "device", "comm", "data")
+SAMPLING_CLOCK = "dataloader.fetch"
+SAMPLING_META_PREFIX = "dftpass.sampling."
 
 #: the package whose functions are dftracer's own (its signal handler lives there)
 _RUNTIME_PACKAGE = "dftracer"

@@ -35,7 +35,7 @@ from dftpass.runs.layout import RunDir, run_dir
 log = structlog.get_logger("dftpass")
 
 #: environment worth recording: what changes how a training job runs
-_ENV_PREFIXES = (emitter.ENV_PREFIX, "OMP_", "MKL_", "CUDA_", "HIP_", "ROCR_", "NCCL_", "TORCH_", "PYTORCH_",
+_ENV_PREFIXES = (emitter.ENV_PREFIX, "DFTPASS_SAMPLE_", "OMP_", "MKL_", "CUDA_", "HIP_", "ROCR_", "NCCL_", "TORCH_", "PYTORCH_",
                  "SLURM_", "FLUX_", "MASTER_", "WORLD_SIZE", "RANK", "LOCAL_RANK", "LD_PRELOAD", "PYTHONPATH")
 
 
@@ -266,7 +266,7 @@ def trace(workspace: Path, label: str, command: Sequence[str], *, cwd: Path | No
           data_dir: str | None = None, repeats: int = 1, append: bool = False, chunk_mb: int = 64,
           compact: bool = True, env: dict[str, str] | None = None, applies: Sequence[str] = (),
           on_repeat=None, keep: OutputOptions = OutputOptions(), baseline: bool | None = None,
-          clock: bool = False, aggregate: bool = False) -> RunDir:
+          clock: bool = False, aggregate: bool = False, sample_every: int | None = None) -> RunDir:
     """Run ``command`` ``repeats`` times with tracing into ``<workspace>/<label>``; write run.json.
 
     ``keep`` says what of the program's outputs each repeat records (:class:`OutputOptions`).
@@ -275,7 +275,8 @@ def trace(workspace: Path, label: str, command: Sequence[str], *, cwd: Path | No
     dftracer and no trace came (the original program). ``clock``: also time the program from
     inside, without its start-up (:mod:`dftpass.runs.clock`; each repeat's ``clock``).
     ``aggregate``: dftracer's selective aggregation on; off otherwise, whatever the caller's
-    environment says (recorded as ``aggregation``)."""
+    environment says (recorded as ``aggregation``). ``sample_every``: the step regions of one step
+    in k, over the program's own k (``DFTPASS_SAMPLE_EVERY``; recorded as ``sampling``)."""
     run = run_dir(Path(workspace).resolve(), label)
     cwd = Path(cwd or os.getcwd()).resolve()
     command = list(command)
@@ -290,6 +291,8 @@ def trace(workspace: Path, label: str, command: Sequence[str], *, cwd: Path | No
             del base_env[key]
     if data_dir:
         base_env[emitter.ENV_DATA_DIR] = data_dir
+    if sample_every is not None:
+        base_env[emitter.SAMPLING_ENV_EVERY] = str(sample_every)
     previous = run.record() if append and run.exists() else None
     if previous is None and run.path.exists():
         shutil.rmtree(run.path / "traces", ignore_errors=True)
@@ -309,6 +312,11 @@ def trace(workspace: Path, label: str, command: Sequence[str], *, cwd: Path | No
     record["aggregation"] = None if baseline else (
         {"enabled": True, "type": emitter.AGGREGATION_SELECTIVE, "set_by": "--aggregate"} if aggregate
         else {"enabled": False, "set_by": "dftpass (the default: every event written)"})
+    record["sampling"] = None if baseline else (
+        {"every": sample_every, "set_by": "--sample-every"} if sample_every is not None else
+        {"every": int(base_env[emitter.SAMPLING_ENV_EVERY]), "set_by": emitter.SAMPLING_ENV_EVERY}
+        if base_env.get(emitter.SAMPLING_ENV_EVERY, "").isdigit() else
+        {"every": None, "set_by": "the program (initialize(sample_every=k) when its annotation chose one)"})
     first = len(record["repeats"]) + 1
     try:
         for k in range(first, first + repeats):

@@ -19,7 +19,7 @@ _ENABLE, _LOG_FILE = "DFTRACER_ENABLE", "DFTRACER_LOG_FILE"
 METADATA_VALUE_MAX = 1024
 
 
-def initialize(root: bool = False):
+def initialize(root: bool = False, sample_every: int | None = None):
     """Initialize tracing in this process, once, and only when it is on; finalize at exit.
 
     ``initialize_log`` leaves a ``dft.log`` in the working directory unless it is given the
@@ -29,7 +29,9 @@ def initialize(root: bool = False):
     that calls ``sys.exit(2)``: the program gets Python's own back, so its ``except
     KeyboardInterrupt:`` still runs. ``root``: also open the program's root region (a
     module-level script, which has no function to decorate), closed at exit before the
-    finalize. Returns dftracer's tracer object."""
+    finalize. ``sample_every``: trace the step regions of one step in k
+    (:mod:`dftpass.runtime.sampling`; ``DFTPASS_SAMPLE_EVERY`` in the environment rules over
+    it). Returns dftracer's tracer object."""
     import atexit
     import signal
 
@@ -40,6 +42,12 @@ def initialize(root: bool = False):
         log = dftracer.initialize_log(logfile=os.environ.get(_LOG_FILE), data_dir=None, process_id=-1)
         if getattr(signal.getsignal(signal.SIGINT), "__module__", "").startswith("dftracer"):
             signal.signal(signal.SIGINT, signal.default_int_handler)
+    if log.logger is not None:
+        from dftpass.runtime import sampling
+
+        every = sampling.every_from_env(sample_every)
+        if every > 1:
+            sampling.install(every, log=log)
     atexit.register(log.finalize)
     if root:
         from dftracer.python import ai

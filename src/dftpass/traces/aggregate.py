@@ -15,11 +15,13 @@ from pathlib import Path
 
 import numpy as np
 
+from dftpass.core import emitter as E
 from dftpass.traces import names as N
 from dftpass.traces import problems as P
 from dftpass.traces.classes import FETCH_WAIT, NONE, category_of, classify, fetch_series
 from dftpass.traces.files import role_of
 from dftpass.traces.reader import TraceMeta, TraceReader
+from dftpass.traces.sampling import GATED_CATS, Sampling
 from dftpass.traces.schema import AGGREGATED, COMPLETE, LEAN, METADATA, LeanEvent
 from dftpass.traces.sketch import NBINS, LogHistogram, bins_of
 from dftpass.traces.spill import SpillWriter
@@ -29,6 +31,10 @@ from dftpass.traces.summary import MAX_INTERVALS, PHASE_CODES, Cell, FileInfo, K
 _DENSE_HIST_LIMIT = 1 << 22
 _EXACT_FLOAT = 1 << 53
 _NO_MIN = np.iinfo(np.int64).max
+#: a sampled file's step events weighed one by one at most (beyond: the process's ratios)
+MAX_WEIGHED = 5_000_000
+#: the metadata line a sampled process writes first (its k)
+SAMPLED_KEY = E.SAMPLING_META_PREFIX + "every"
 
 
 def summarize_file(path: str | Path, spill: SpillWriter | None = None) -> Summary:
@@ -78,6 +84,11 @@ class _FileAggregator:
         self.key_min = np.full(self.capacity, _NO_MIN, np.int64)
         self.key_max = np.full(self.capacity, -1, np.int64)
         self.procs: dict[int, _Process] = {}
+        # a sampled file's step events (:mod:`~dftpass.traces.sampling`), kept to be weighed by
+        # their pass at the end, when the passes are known: (key id, pid, ts, dur, bytes) arrays
+        self.key_gated = np.zeros(self.capacity, bool)
+        self.gated: list[tuple[np.ndarray, ...]] = []
+        self.gated_kept = 0
         self.phases = np.zeros(5, np.int64)
         self.start_id = self._key_id(N.META_CAT, N.START_EVENT)
 
@@ -106,6 +117,7 @@ class _FileAggregator:
             self.key_hist = _grown(self.key_hist, self.capacity)
             self.key_min = _grown(self.key_min, self.capacity, _NO_MIN)
             self.key_max = _grown(self.key_max, self.capacity, -1)
+            self.key_gated = _grown(self.key_gated, self.capacity)
             for proc in self.procs.values():
                 proc.grow(self.capacity)
         self.key_class[key_id] = classify(cat, name)
@@ -113,6 +125,7 @@ class _FileAggregator:
         self.key_cat[key_id] = category_of(cat)
         phase = N.PHASE_EVENTS.get((cat, name)) or ("root" if (cat, name) == N.ROOT_EVENT else None)
         self.key_phase[key_id] = PHASE_CODES[phase] if phase else NONE
+        self.key_gated[key_id] = cat in GATED_CATS
         self.key_moves_bytes[key_id] = cat in N.SYSCALL_CATS and (name in N.READ_OPS or name in N.WRITE_OPS)
         return key_id
 
@@ -159,6 +172,11 @@ class _FileAggregator:
                 mine = np.flatnonzero(pid == proc_pid)
                 self._add_to_process(self._proc(int(proc_pid), events[int(rows[mine[0]])]),
                                      kid[mine], ts[mine], dur[mine], moved[mine], bins[mine])
+        if self.meta.custom.get(SAMPLED_KEY) not in (None, "1") and self.gated_kept < MAX_WEIGHED:
+            gated = self.key_gated[kid]
+            if gated.any():
+                self.gated.append((kid[gated], pid[gated], ts[gated], dur[gated], moved[gated]))
+                self.gated_kept += int(gated.sum())
         for i in rows[kid == self.start_id]:
             event = events[int(i)]
             if event.args.ppid >= 0:
@@ -226,6 +244,21 @@ class _FileAggregator:
         proc.min_dur = mean if proc.min_dur is None else min(proc.min_dur, mean)
         proc.max_dur = mean if proc.max_dur is None else max(proc.max_dur, mean)
 
+    def _weigh(self, summary: Summary, sampling: Sampling) -> None:
+        """The step events' cells for all steps, each event weighed by its pass (the events
+        kept by :meth:`add`); the sketches keep the traced durations."""
+        kid, pid, ts, dur, moved = (np.concatenate(parts) for parts in zip(*self.gated))
+        whole = _weighed_cells(kid, ts, dur, moved, self.keys, sampling)
+        for key, cell in whole.items():
+            stats = summary.by_key[key]
+            stats.count, stats.dur_ns, stats.bytes = cell.count, cell.dur_ns, cell.bytes
+        for (path, proc_pid), proc in summary.processes.items():
+            mine = pid == proc_pid
+            for key, cell in _weighed_cells(kid[mine], ts[mine], dur[mine], moved[mine], self.keys, sampling).items():
+                proc.by_key[key] = cell
+            proc.total.count = sum(c.count for c in proc.by_key.values())
+            proc.total.dur_ns = sum(c.dur_ns for c in proc.by_key.values())
+
     # -- the end ----------------------------------------------------------------------------
     def finish(self, reader: TraceReader) -> Summary:
         path = reader.path
@@ -248,6 +281,12 @@ class _FileAggregator:
                           LogHistogram.from_dense(proc.hist, proc.min_dur, proc.max_dur))
             summary.processes[(path, pid)] = ProcessSummary(
                 path, pid, host, role, proc.ppid, proc.first, proc.last, total, by_key)
+        summary.sampling = Sampling.of_metadata(self.meta.custom, self.meta.time_metric.ns)
+        if summary.sampling is not None and summary.sampling.sampled:
+            if self.gated and self.gated_kept < MAX_WEIGHED and summary.sampling.passes:
+                self._weigh(summary, summary.sampling)
+            else:
+                _scale(summary, summary.sampling)
         hosts = {pid: proc.hostname or self.meta.host for pid, proc in self.procs.items()}
         summary.first_fetch = tuple(self.first_fetch)
         summary.intervals = [(hosts.get(pid), pid, code, start, end) for pid, code, start, end in self.intervals]
@@ -263,6 +302,37 @@ class _FileAggregator:
                 path, P.AGGREGATED, f"aggregated records ({N.ENV_AGGREGATION}): counted in the summary "
                 "at their mean duration, absent from the overlap timeline", phases[AGGREGATED]))
         return summary
+
+
+def _weighed_cells(kid, ts, dur, moved, keys, sampling: Sampling) -> dict[tuple, Cell]:
+    """Each step event weighed by its pass: counts and bytes by the pass's steps per traced
+    step, times by its bodies' (a wait: its waits') ratio."""
+    wait_key = E.event(E.SAMPLING_CLOCK, E.ITER_SUFFIX)
+    count_w = sampling.weights(ts, "count")
+    body_w, wait_w = sampling.weights(ts, "body"), sampling.weights(ts, "wait")
+    is_wait = np.array([keys[k] == wait_key for k in range(len(keys))], bool)[kid]
+    time_w = np.where(is_wait, wait_w, body_w)
+    n = len(keys)
+    counts = np.bincount(kid, count_w, n)
+    durs = np.bincount(kid, dur * time_w, n)
+    moved_w = np.bincount(kid, moved * count_w, n)
+    return {keys[k]: Cell(round(counts[k]), round(durs[k]), round(moved_w[k])) for k in np.flatnonzero(counts)}
+
+
+def _scale(summary: Summary, sampling: Sampling) -> None:
+    """Scale the file's sampled events to all steps (:mod:`dftpass.traces.sampling`): counts,
+    times and bytes; the sketches keep the traced events' durations (their quantiles stand
+    for all steps')."""
+    cells = [summary.by_key.items()] + [p.by_key.items() for p in summary.processes.values()]
+    for items in cells:
+        for key, cell in items:
+            count, time = sampling.scale_of(*key)
+            if count != 1.0 or time != 1.0:
+                cell.count, cell.dur_ns, cell.bytes = (round(cell.count * count), round(cell.dur_ns * time),
+                                                       round(cell.bytes * count))
+    for proc in summary.processes.values():
+        proc.total.count = sum(c.count for c in proc.by_key.values())
+        proc.total.dur_ns = sum(c.dur_ns for c in proc.by_key.values())
 
 
 def _sum_by(kid: np.ndarray, values: np.ndarray, k: int) -> np.ndarray:

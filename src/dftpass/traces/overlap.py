@@ -26,6 +26,7 @@ from dftpass.traces.busy import ClassBusy, Sparse
 from dftpass.traces.classes import (BATCHES, CATEGORY_NAMES, CATEGORY_SERIES, COMPUTE, FETCH_BODY, FETCH_WAIT, LOADING,
                                     LOADING_IN_MAIN, LOADING_IN_WORKERS, NONE, classify)
 from dftpass.traces.phases import LABELS, PhaseTimeline
+from dftpass.traces.sampling import GATED_CATS, Sampling
 from dftpass.traces.sketch import LogHistogram
 from dftpass.traces.summary import PHASE_CODES, Summary
 
@@ -148,24 +149,44 @@ def _in(series: Sparse, labels_of, phase: int | None) -> tuple[np.ndarray, np.nd
     return buckets[keep], values[keep]
 
 
-def _figures(busy: ClassBusy, labels_of, phase: int | None, instants_of=None) -> dict:
+def _figures(busy: ClassBusy, labels_of, phase: int | None, instants_of=None, sampling: Sampling | None = None) -> dict:
     """One phase's figures: the busy series by the buckets ``labels_of`` puts in ``phase``,
-    the counts (batches) by the instants ``instants_of`` does (all of them for None)."""
+    the counts (batches) by the instants ``instants_of`` does (all of them for None).
+
+    A sampled run's figures are for all its steps (:mod:`~dftpass.traces.sampling`): each
+    bucket of what runs in the loop's body (compute, the overlap beside it) weighs its pass's
+    ratio of all bodies to the traced ones, the wait and the loading the training process does
+    in it the waits' ratio, a batch its pass's steps per traced step; the workers trace every
+    sample and weigh 1."""
     width = busy.width_ns
+    sampled = sampling is not None and sampling.sampled
+
+    def weight(buckets: np.ndarray, kind: str, instants: bool = False) -> np.ndarray | float:
+        if not sampled:
+            return 1.0
+        return sampling.weights(buckets if instants else buckets * width + width // 2, kind)
+
     a_idx, a = _in(busy.get(COMPUTE), labels_of, phase)
     b_idx, b = _in(busy.get(LOADING), labels_of, phase)
     _, ia, ib = np.intersect1d(a_idx, b_idx, assume_unique=True, return_indices=True)
 
-    def seconds(series: Sparse) -> float:
-        return float(_in(series, labels_of, phase)[1].sum()) / 1e9
+    def seconds(series: Sparse, kind: str = "body") -> float:
+        buckets, values = _in(series, labels_of, phase)
+        return float((values * weight(buckets, kind)).sum()) / 1e9
 
-    return dict(compute_s=float(a.sum()) / 1e9, loading_s=float(b.sum()) / 1e9,
-                overlap_s=float(np.maximum(a[ia] + b[ib] - width, 0).sum()) / 1e9,
-                loading_main_s=seconds(busy.total(LOADING_IN_MAIN)),
-                loading_workers_s=seconds(busy.total(LOADING_IN_WORKERS)),
-                fetch_wait_s=seconds(busy.get(FETCH_WAIT)), fetch_block_s=seconds(busy.get(FETCH_BODY)),
-                batches=int(_in(busy.total(BATCHES), instants_of, phase)[1].sum()),
-                categories={name: round(seconds(busy.total(CATEGORY_SERIES + i)), 9)
+    workers_s = seconds(busy.total(LOADING_IN_WORKERS), "none") if sampled else None
+    in_main = sampled and not workers_s
+    batch_idx, batch_n = _in(busy.total(BATCHES), instants_of, phase)
+    scales = {N.COMPUTE_CAT: "body", N.DATALOADER_CAT: "loop", N.DATA_CAT: "wait" if in_main else "none"}
+    return dict(compute_s=float((a * weight(a_idx, "body")).sum()) / 1e9,
+                loading_s=float((b * weight(b_idx, "wait")).sum() if in_main else b.sum()) / 1e9,
+                overlap_s=float((np.maximum(a[ia] + b[ib] - width, 0) * weight(a_idx[ia], "body")).sum()) / 1e9,
+                loading_main_s=seconds(busy.total(LOADING_IN_MAIN), "wait"),
+                loading_workers_s=seconds(busy.total(LOADING_IN_WORKERS), "none"),
+                fetch_wait_s=seconds(busy.get(FETCH_WAIT), "wait"), fetch_block_s=seconds(busy.get(FETCH_BODY)),
+                batches=int(round(float((batch_n * weight(batch_idx, "count", instants=True)).sum()))),
+                categories={name: round(seconds(busy.total(CATEGORY_SERIES + i),
+                                                scales.get(name, "body") if name in GATED_CATS else "none"), 9)
                             for i, name in enumerate(CATEGORY_NAMES) if len(busy.total(CATEGORY_SERIES + i)[0])})
 
 
@@ -227,7 +248,7 @@ def phases_of(summary: Summary, busy: ClassBusy, workers: int) -> tuple[dict[str
     first_labels = timeline.label(np.array([(s + e) // 2 for s, e in firsts], np.int64)) if firsts else np.zeros(0)
     out: dict[str, PhaseOverlap] = {}
     for code, name in enumerate(LABELS):
-        f = _figures(busy, labels_of, code, timeline.label)
+        f = _figures(busy, labels_of, code, timeline.label, summary.sampling)
         mine = [e - s for (s, e), label in zip(firsts, first_labels) if label == code]
         f.update(first_fetch_s=sum(mine) / 1e9, first_fetches=len(mine))
         if not (f["compute_s"] or f["loading_s"] or f["fetch_wait_s"] or f["fetch_block_s"] or
@@ -252,7 +273,10 @@ def judge(summary: Summary, busy: ClassBusy) -> Overlap:
     # a process split over several files (compacted chunks) is one worker: count (host, pid)
     workers = {(p.host, p.pid) for p in summary.workers() if any(classify(*key) == LOADING for key in p.by_key)}
     phases, primary = phases_of(summary, busy, len(workers))
-    whole = _figures(busy, None, None)
+    whole = _figures(busy, None, None, sampling=summary.sampling)
+    if summary.sampling is not None and summary.sampling.sampled:  # the run's figures for all its steps
+        compute_ns, loading_ns = round(whole["compute_s"] * 1e9), round(whole["loading_s"] * 1e9)
+        overlap_ns = min(round(whole["overlap_s"] * 1e9), compute_ns, loading_ns)
     verdict, reason, fraction = _phase_verdict(whole, len(workers), summary.span_s)
     whole.update(first_fetch_s=summary.first_fetch[1] / 1e9, first_fetches=summary.first_fetch[0])
     whole_phase = PhaseOverlap("all", verdict, reason, summary.span_s, **whole, overlap_fraction=fraction)

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 
 from dftpass.traces import names as N
 from dftpass.traces.problems import Problem
+from dftpass.traces.sampling import Sampling
 from dftpass.traces.sketch import LogHistogram
 
 Key = tuple[str, str]        # (cat, name)
@@ -196,6 +197,9 @@ class Summary:
     intervals: list[tuple[str | None, int, int, int, int]] = field(default_factory=list)
     #: the loops' waits for the first batch of an epoch: (count, total ns, longest ns)
     first_fetch: tuple[int, int, int] = (0, 0, 0)
+    #: the training processes' step sampling, added up (None: every step traced); the
+    #: counts and times of their sampled events are already scaled to all steps
+    sampling: Sampling | None = None
 
     def merge(self, other: Summary) -> Summary:
         for key, stats in other.by_key.items():
@@ -216,6 +220,8 @@ class Summary:
         self.intervals.extend(other.intervals)
         a, b = self.first_fetch, other.first_fetch
         self.first_fetch = (a[0] + b[0], a[1] + b[1], max(a[2], b[2]))
+        if other.sampling is not None:
+            self.sampling = other.sampling.merge(self.sampling)
         return self
 
     @property

@@ -50,7 +50,12 @@ COST_US = {
     "step": 35.0,
     "region": 18.0,
     "update": 16.0,
+    # a step the sampling gate leaves untraced: the tick, two clock reads, the gated regions'
+    # tests (bench/overhead.py, the sampled column)
+    "untraced_step": 2.0,
 }
+#: the most steps one traced step stands for
+MAX_SAMPLE_EVERY = 1000
 #: the events the batch loop's ``fetch.iter`` writes a step (the wait and the body)
 FETCH_REGIONS = 2
 #: the compute regions a training step writes (forward, backward, the optimizer step)
@@ -81,6 +86,10 @@ class Granularity:
     kept_us: float = 0.0
     #: one region's cost as measured here (``overhead.event-us``); None: :data:`COST_US`
     event_us: float | None = None
+    #: the step regions written for one step in this many (1: every step); ``sample_set_by``:
+    #: "budget" (chosen here) or "config" (``overhead.sample-every``)
+    sample_every: int = 1
+    sample_set_by: str = ""
 
     @property
     def coarsened(self) -> list[str]:
@@ -97,6 +106,9 @@ class Granularity:
 
     def describe(self) -> str:
         """The plan's line about the budget."""
+        if self.sample_every > 1 and (self.step_time_s is None or self.sample_set_by == "config"):
+            return (f"overhead: step regions written for 1 step in {self.sample_every} (overhead.sample-every; "
+                    "the first steps and each pass's first and last always)")
         if self.step_time_s is None:
             return ""
         step_us = self.step_time_s * 1e6
@@ -106,6 +118,10 @@ class Granularity:
         measured = f", at {self.event_us:g} µs a region (overhead.event-us)" if self.event_us else ""
         head = (f"overhead: budget {self.budget:.1%} of a {self.step_time_s * 1e3:g} ms step = "
                 f"{self.budget * step_us:.1f} µs; every region {self.full_us:.1f} µs ({full:.1%}{moved}{measured})")
+        if self.sample_every > 1:
+            return (f"{head}; sampled: every region on 1 step in {self.sample_every} (the first steps and each "
+                    f"pass's first and last always) -> {self.kept_us:.1f} µs a step ({kept:.1%}); the analysis "
+                    "scales the totals to all steps")
         if not self.coarsened:
             return head + ": within the budget, nothing coarsened"
         text = f"{head}; coarsened: {', '.join(self.coarsened)} -> {self.kept_us:.1f} µs ({kept:.1%})"
@@ -118,10 +134,22 @@ class Granularity:
 
 
 def decide(step_time_s: float | None, budget: float, transfers: int = 0,
-           event_us: float | None = None) -> Granularity:
+           event_us: float | None = None, sample_every: int | None = None) -> Granularity:
     """The coarsest granularity the budget needs, no coarser (see the module docstring);
     ``transfers``: the device-transfer regions each step writes; ``event_us``: one region's
-    cost measured here (``overhead.event-us``), which scales every cost."""
+    cost measured here (``overhead.event-us``), which scales every cost; ``sample_every``:
+    the user's k (``overhead.sample-every``), None to let the budget choose.
+
+    When even the floor exceeds the budget, sampling replaces the coarsening: every region,
+    on one step in k, the least k whose traced steps' cost, spread over k steps, fits what
+    the untraced steps leave (docs/decisions.md, "Sampled steps")."""
+    if sample_every is not None and sample_every > 1:
+        full = decide(step_time_s, budget, transfers, event_us, sample_every=1)
+        untraced = COST_US["untraced_step"]
+        return attrs.evolve(Granularity(budget=budget, full_us=full.full_us, transfers=transfers, event_us=event_us,
+                                        step_time_s=step_time_s),
+                            sample_every=sample_every, sample_set_by="config",
+                            kept_us=full.full_us / sample_every + untraced * (1 - 1 / sample_every))
     scale = event_us / COST_US["region"] if event_us else 1.0
     cost = {name: us * scale for name, us in COST_US.items()}
     fetch, compute = FETCH_REGIONS, COMPUTE_REGIONS
@@ -153,6 +181,13 @@ def decide(step_time_s: float | None, budget: float, transfers: int = 0,
             compute -= 1
         every = _update_every(allowed - regions(), cost["update"])
     kept = regions() + cost["update"] / every
+    if kept > allowed and sample_every is None:
+        untraced = cost["untraced_step"]
+        k = MAX_SAMPLE_EVERY if allowed <= untraced else min(MAX_SAMPLE_EVERY, math.ceil(
+            (full - untraced) / (allowed - untraced)))
+        return Granularity(transfers=transfers, step_time_s=step_time_s, budget=budget, full_us=full,
+                           kept_us=full / k + untraced * (1 - 1 / k), event_us=event_us, sample_every=k,
+                           sample_set_by="budget")
     return Granularity(every, "body" not in levers, "fold" in levers, "forward" in levers, transfers,
                        step_time_s, budget, full, kept, event_us)
 
@@ -181,4 +216,5 @@ class OverheadAnalysis(Pass):
         if step_time is not None:
             graph = ctx.analysis("callgraph")
             transfers = ctx.analysis("transfers").per_step(graph, lambda path: ctx.rule_enabled_for("ML-R17", path))
-        return decide(step_time, ctx.config.get("overhead.budget"), transfers, ctx.config.get("overhead.event-us"))
+        return decide(step_time, ctx.config.get("overhead.budget"), transfers, ctx.config.get("overhead.event-us"),
+                      ctx.config.get("overhead.sample-every"))

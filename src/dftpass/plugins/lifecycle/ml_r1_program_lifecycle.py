@@ -68,7 +68,7 @@ class ProgramLifecycle(Pass):
     id = "ML-R1"
     title = "Program lifecycle"
     kind = PassKind.TRANSFORM
-    requires = ("callgraph", "programs", "frameworks")
+    requires = ("callgraph", "programs", "frameworks", "overhead")
     tags = ("lifecycle",)
     #: it decides itself which entries to instrument (none in a library) and checks them all
     runs_on_libraries = True
@@ -153,6 +153,15 @@ class ProgramLifecycle(Pass):
             'for _ in range(3):\n    (w * 2).sum().backward()\n',
         ),
         Case(
+            # steps too short for the budget (overhead.sample-every, or chosen from --step-time):
+            # the runtime traces the step regions of one step in k
+            "import torch\n\nw = torch.zeros(1, requires_grad=True)\nfor _ in range(3):\n    (w * 2).sum().backward()\n",
+            'import dftpass.runtime as _dft_runtime\nimport torch\n\n'
+            '_dft_log = _dft_runtime.initialize(root=True, sample_every=8)\n\nw = torch.zeros(1, requires_grad=True)\n'
+            'for _ in range(3):\n    (w * 2).sum().backward()\n',
+            options={"overhead.sample-every": 8},
+        ),
+        Case(
             # a console script whose target is also run by the module's __main__ block:
             # initialized once, in the function, whichever way the program starts
             "import torch\n\n\ndef main():\n    torch.ones(1, requires_grad=True).sum().backward()\n\n\n"
@@ -193,7 +202,8 @@ class ProgramLifecycle(Pass):
         fs = graph.files[entry.relpath]
         ctx.starts_tracing(fs.relpath)  # the import prelude goes here, and nowhere else
         names = ctx.names(fs.relpath)
-        prologue, final = tuple(names.lifecycle_prologue()), tuple(names.lifecycle_finally())
+        every = ctx.analysis("overhead").sample_every  # the tracing budget's sampling, or the user's k
+        prologue, final = tuple(names.lifecycle_prologue(every)), tuple(names.lifecycle_finally())
         if entry.kind in ("console-script", "process-target"):
             final = tuple(names.function_lifecycle_finally())
             fn = graph.fn(entry.function)
@@ -203,7 +213,7 @@ class ProgramLifecycle(Pass):
             ctx.add_edit(fs.relpath, WrapBody(self.id, fn.line, f"{what}: initialize and finalize", fn.stmt,
                                               root, prologue, final))
         elif entry.kind == "module-script":
-            code = "".join(names.script_prologue())
+            code = "".join(names.script_prologue(every))
             ctx.add_edit(fs.relpath, InsertBefore(self.id, entry.line, "module-level script: initialize after "
                                                   "the imports, finalize at exit", (("body", fs.script_anchor),),
                                                   code, take_comments=False, separate=True))
@@ -215,7 +225,7 @@ class ProgramLifecycle(Pass):
             root = None if target and not decorated else names.node("")
             # statements put in front of the block's own, which stay as they were (no try/finally
             # re-indenting the block: atexit finalizes on every exit finally would see)
-            code = "".join(names.script_prologue() if root else prologue)
+            code = "".join(names.script_prologue(every) if root else prologue)
             ctx.add_edit(fs.relpath, InsertBefore(self.id, guard.line, "program entry: initialize, finalize at exit",
                                                   (*guard.stmt, ("body", 0)), code))
             if root is None:
