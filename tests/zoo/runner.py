@@ -44,13 +44,14 @@ def annotate(out: Path) -> Path:
 
 
 def trace(annotated: Path, workspace: Path, case: str, label: str | None = None, extra: tuple[str, ...] = (),
-          applies: tuple[str, ...] = (), repeat: int = 1) -> Path:
-    """Trace one case; returns its run folder."""
+          applies: tuple[str, ...] = (), repeat: int = 1, sample_every: int | None = None) -> Path:
+    """Trace one case; returns its run folder. ``sample_every``: trace the step regions of one
+    step in k (``dftpass trace --sample-every``)."""
     label = label or case
     want = expected(case)
     args = [*want.get("args", []), *extra]
     script = want.get("script", f"{case}.py")  # cases may share a program (io_bound.py, by its arguments)
-    flags = [f"--applies={a}" for a in applies]
+    flags = [f"--applies={a}" for a in applies] + ([f"--sample-every={sample_every}"] if sample_every else [])
     code = dftpass("-q", "trace", "--label", label, "--workspace", workspace, "--cwd", annotated,
                    "--repeat", repeat, *flags, "--", sys.executable, script, "--data", workspace / "data",
                    "--out", workspace / "out" / label, *args)

@@ -69,6 +69,23 @@ def test_the_verdict_is_the_known_bottleneck(zoo, analyses, case):
         assert 0 < p["app_impact_pct"] <= 100
 
 
+@pytest.mark.parametrize("case", CASES)
+def test_a_sampled_trace_gives_the_same_verdict_and_says_it_is_sampled(zoo, case):
+    """``dftpass trace --sample-every 4``: the step regions of 1 step in 4 (the first 3 and each
+    pass's first and last always), the analysis scaled per pass; the verdict is the full
+    trace's, and the analysis says the run was sampled (issue 31)."""
+    annotated, ws = zoo
+    analysis = R.analyze(R.trace(annotated, ws, case, label=f"{case}-sampled", sample_every=4))
+    got, want = R.reported(analysis), R.expected(case)
+    wrong = {f: {"expected": want[f], "reported": got[f]} for f in R.FIELDS if not R.matches(f, want[f], got[f])}
+    assert not wrong, f"{case} sampled: {wrong}\n{analysis['diagnosis']['bottleneck']['text']}"
+    sampling = analysis["sampling"]
+    assert sampling["sampled"] and sampling["every"] == 4 and sampling["traced"] < sampling["steps"]
+    assert "1 step in 4 traced" in sampling["text"] and "totals estimated" in sampling["text"]
+    # the work the same-work judge compares is every batch, counted by the loop
+    assert analysis["repeats"][0]["work"]["batches"] == sampling["steps"]
+
+
 @pytest.mark.parametrize("case", APPLIED)
 def test_the_first_proposal_applied_for_real_gains_what_it_estimated(zoo, analyses, case):
     annotated, ws = zoo
