@@ -319,6 +319,9 @@ spec = json.loads(sys.argv[1])
 log = None
 if os.environ.get("DFTRACER_ENABLE") == "1":  # as ML-R1's main would
     log = dftracer.initialize_log(logfile=os.environ.get("DFTRACER_LOG_FILE"), data_dir=None, process_id=-1)
+    if os.environ.get("DFTPASS_SAMPLE_EVERY"):  # as the runtime's initialize(sample_every=k) would
+        from dftpass.runtime import sampling
+        sampling.install(int(os.environ["DFTPASS_SAMPLE_EVERY"]), log=log)
 torch.set_num_threads(1)
 width, steps = spec["width"], spec["steps"]
 state = {{}}
@@ -353,16 +356,19 @@ if log is not None:
 
 
 def paired(work: Path, base_env: dict, prelude: str, variants: dict[str, Path], width: int, steps: int,
-           rounds: int, trace: Path | None) -> dict[str, list[dict]]:
+           rounds: int, trace: Path | None, sample_every: int = 1) -> dict[str, list[dict]]:
     """One process runs every variant's training loop, an epoch each in turn, ``rounds`` times:
-    the rows of each variant, in round order."""
+    the rows of each variant, in round order. ``sample_every``: the traced process samples its
+    step regions (the gate is the process's: every variant alike)."""
     script = work / "paired.py"
     script.write_text(PAIRED.format(prelude=prelude))
     env = dict(base_env)
     if trace is not None:
-        from dftpass.core.emitter import traced_env
+        from dftpass.core.emitter import SAMPLING_ENV_EVERY, traced_env
 
         env.update(traced_env(str(trace / "trace")))
+        if sample_every > 1:
+            env[SAMPLING_ENV_EVERY] = str(sample_every)
     spec = {"width": width, "steps": steps, "rounds": rounds,
             "variants": {name: str(folder / "train.py") for name, folder in variants.items()}}
     proc = subprocess.run([sys.executable, str(script), json.dumps(spec)], capture_output=True, text=True, env=env)
@@ -390,6 +396,42 @@ def least(rows: dict[str, list[dict]], name: str) -> float:
     return (min(r["cpu_s"] for r in rows[name]) / min(r["cpu_s"] for r in rows["original"]) - 1) * 100
 
 
+def trace_bytes(trace: Path) -> int:
+    return sum(p.stat().st_size for p in trace.glob("*.pfw*"))
+
+
+#: the totals compared between a full and a sampled trace: (cat, name), and the overlap's compute
+ESTIMATED = (("compute", "forward"), ("compute", "backward"), ("compute", "step"), ("device", "transfer"),
+             ("dataloader", "fetch.iter"), ("dataloader", "fetch.block"))
+
+
+def estimate_error(work: Path, base_env: dict, prelude: str, name: str, folder: Path, width: int, steps: int,
+                   rounds: int, every: int, repeats: int) -> dict[str, list[float]]:
+    """How far the sampled trace's totals are from the full trace's: the variant traced alone,
+    full and sampled in turn, ``repeats`` pairs of one process each (``rounds`` epochs); per
+    pair the sampled estimate over the full total, in % (the analysis scales the sampled
+    trace, dftpass.traces.sampling)."""
+    from dftpass.analysis.work import batches_received
+    from dftpass.traces import analyze
+
+    errors: dict[str, list[float]] = {}
+    for i in range(repeats):
+        totals = {}
+        for how, k in (("full", 1), ("sampled", every)):
+            trace = work / f"estimate-{name}-{how}-{i}"
+            shutil.rmtree(trace, ignore_errors=True)
+            paired(work, base_env, prelude, {name: folder}, width, steps, rounds, trace, sample_every=k)
+            done = analyze(sorted(trace.glob("*.pfw*")))
+            totals[how] = {f"{c}/{n}": done.summary.by_key[(c, n)].dur_ns for c, n in ESTIMATED
+                           if (c, n) in done.summary.by_key}
+            totals[how]["batches"] = batches_received(done.summary)
+            totals[how]["overlap compute"] = done.overlap.whole.compute_s if done.overlap else 0.0
+        for key, full in totals["full"].items():
+            if full and key in totals["sampled"]:
+                errors.setdefault(key, []).append((totals["sampled"][key] / full - 1) * 100)
+    return errors
+
+
 def events_per_step(trace: Path, steps: int) -> float:
     """dftpass's regions in a traced run of one variant (not dftracer's own records, intercepted
     calls or metadata), per training step."""
@@ -412,6 +454,13 @@ def main() -> int:
     ap.add_argument("--steps-ms", type=float, nargs="+", default=[1.0, 6.0])
     ap.add_argument("--max-on-pct", type=float, default=None)
     ap.add_argument("--max-off-pct", type=float, default=None)
+    ap.add_argument("--max-sampled-pct", type=float, default=None, help="fail when sampled tracing costs more")
+    ap.add_argument("--sample-every", type=int, default=None,
+                    help="k of the sampled column (default: what the plan chooses for the measured step)")
+    ap.add_argument("--estimate-pairs", type=int, default=3, help="full/sampled pairs for the estimate's error")
+    ap.add_argument("--estimate-rounds", type=int, default=10, help="epochs of each run of the estimate's error")
+    ap.add_argument("--max-error-pct", type=float, default=None, help="fail when a sampled total is further off")
+    ap.add_argument("--skip-fixed", action="store_true", help="leave out the fixed costs and the constructs")
     ap.add_argument("--keep", help="keep the generated programs and traces in this folder")
     ap.add_argument("--groups", nargs="+", choices=[*GROUPS, "budgeted"], default=["io", "budgeted"],
                     help="the variants beside the original (default: every rule, and every rule budgeted)")
@@ -437,6 +486,8 @@ def main() -> int:
     base_env = {k: v for k, v in os.environ.items() if not k.startswith("DFTRACER_")}
     failed = False
 
+    if args.skip_fixed:
+        args.repeats = 0
     print("## fixed cost per process (median wall of `python -c ...`, s)")
     import_times: dict[str, list[float]] = {k: [] for k in IMPORTS}
     for _ in range(args.repeats):
@@ -444,10 +495,12 @@ def main() -> int:
             wall, _ = run([sys.executable, "-c", code], env=base_env)
             import_times[name].append(wall)
     for name, times in import_times.items():
-        print(f"  {name:28s} {statistics.median(times):6.2f}")
+        if times:
+            print(f"  {name:28s} {statistics.median(times):6.2f}")
 
-    prelude_placement(work, base_env, args.repeats, IMPORT_PRELUDE)
-    construct_costs(work, base_env, IMPORT_PRELUDE)
+    if not args.skip_fixed:
+        prelude_placement(work, base_env, args.repeats, IMPORT_PRELUDE)
+        construct_costs(work, base_env, IMPORT_PRELUDE)
 
     for step_ms in args.steps_ms:
         width = width_for(step_ms)
@@ -463,43 +516,67 @@ def main() -> int:
         if "budgeted" in args.groups:
             budgeted = work / f"budgeted-{step_ms:g}"
             planned = subprocess.run([*DFTPASS, "run", str(src), "--out", str(budgeted), "-q", "--step-time",
-                                      str(step_s)], check=True, capture_output=True, text=True)
+                                      str(step_s), "--sample-every", "1"], check=True, capture_output=True, text=True)
             print(f"\n{next((ln for ln in planned.stderr.splitlines() if ln.startswith('overhead:')), '')}")
             variants["budgeted"] = budgeted
-        decision = decide(step_s, 0.03, transfers=1)  # the program moves its batch once a step
+        decision = decide(step_s, 0.03, transfers=1, sample_every=1)  # the program moves its batch once a step
+        sampled = decide(step_s, 0.03, transfers=1)
+        every = args.sample_every or sampled.sample_every
+        if every > 1:
+            print(f"sampling: 1 step in {every}" + (" (--sample-every)" if args.sample_every else
+                                                   f" (the plan for {step_s * 1e3:g} ms: {sampled.describe()})"))
         predicted = {"io": decision.full_us, "budgeted": decision.kept_us}
-        measured = {tracing: paired(work, base_env, IMPORT_PRELUDE, variants, width, steps, args.rounds,
-                                    work / f"trace-{step_ms:g}-paired" if tracing == "on" else None)
-                    for tracing in ("off", "on")}
+        modes = ("off", "on", "sampled") if every > 1 else ("off", "on")
+        measured = {mode: paired(work, base_env, IMPORT_PRELUDE, variants, width, steps, args.rounds,
+                                 work / f"trace-{step_ms:g}-paired-{mode}" if mode != "off" else None,
+                                 sample_every=every if mode == "sampled" else 1)
+                    for mode in modes}
         loop_s = statistics.median(r["cpu_s"] for r in measured["off"]["original"])
         step_us = loop_s / steps * 1e6
         print(f"\n## step of about {step_ms:g} ms (width {width}, {steps} steps an epoch; the original's "
               f"step {step_us / 1000:.2f} ms): the training loop's CPU time against the original's epoch "
               f"of the same round, median [quartiles] of {args.rounds} rounds, one process each")
-        print("| group | events a step | predicted on | off | on | off, least | on, least | µs a step, on "
-              "(in situ) | same loss |")
-        print("|---|---|---|---|---|---|---|---|---|")
+        print(f"| group | events a step (sampled) | bytes a step (sampled) | predicted on | off | on | on, sampled "
+              f"1 in {every} | off, least | on, least | sampled, least | µs a step, on (in situ) | same loss |")
+        print("|---|---|---|---|---|---|---|---|---|---|---|---|")
         for name, folder in variants.items():
             if name == "original":
                 continue
             # the events it writes: one traced epoch of this variant alone
-            trace = work / f"trace-{step_ms:g}-{name}"
-            paired(work, base_env, IMPORT_PRELUDE, {name: folder}, width, steps, 1, trace)
-            per_step = events_per_step(trace, steps * 2)  # the warm-up epoch and one round
+            per_step, per_step_bytes = {}, {}
+            for how, k in (("full", 1), ("sampled", every)):
+                trace = work / f"trace-{step_ms:g}-{name}-{how}"
+                paired(work, base_env, IMPORT_PRELUDE, {name: folder}, width, steps, 4, trace, sample_every=k)
+                per_step[how] = events_per_step(trace, steps * 5)  # the warm-up epoch and four rounds
+                per_step_bytes[how] = trace_bytes(trace) / (steps * 5)
             cells = {}
-            for tracing in ("off", "on"):
+            for tracing in modes:
                 med, q1, q3 = overhead(measured[tracing], name)
                 cells[tracing] = f"{med:+.1f}% [{q1:+.1f}, {q3:+.1f}]"
-                limit = args.max_on_pct if tracing == "on" else args.max_off_pct
+                limit = {"on": args.max_on_pct, "off": args.max_off_pct, "sampled": args.max_sampled_pct}[tracing]
                 failed |= limit is not None and med > limit
             same = all(v["loss"] == o["loss"] for tracing in measured
                        for v, o in zip(measured[tracing][name], measured[tracing]["original"]))
             failed |= not same
             on_us = overhead(measured["on"], name)[0] / 100 * step_us
             guess = f"{predicted[name] / step_us * 100:+.1f}%" if name in predicted else "-"
-            print(f"| {name} | {per_step:.1f} | {guess} | {cells['off']} | {cells['on']} | "
-                  f"{least(measured['off'], name):+.1f}% | {least(measured['on'], name):+.1f}% | "
+            sampled_cell = cells.get("sampled", "-")
+            sampled_least = f"{least(measured['sampled'], name):+.1f}%" if "sampled" in measured else "-"
+            print(f"| {name} | {per_step['full']:.1f} ({per_step['sampled']:.2f}) | {per_step_bytes['full']:.0f} "
+                  f"({per_step_bytes['sampled']:.0f}) | {guess} | {cells['off']} | {cells['on']} | {sampled_cell} | "
+                  f"{least(measured['off'], name):+.1f}% | {least(measured['on'], name):+.1f}% | {sampled_least} | "
                   f"{on_us:.0f} | {'yes' if same else 'NO'} |")
+        if every > 1 and "io" in variants and args.estimate_pairs:
+            errors = estimate_error(work, base_env, IMPORT_PRELUDE, "io", variants["io"], width, steps,
+                                    args.estimate_rounds, every, args.estimate_pairs)
+            print(f"\nthe sampled trace's totals (1 step in {every}, scaled per pass) against the full trace's, "
+                  f"every rule, {args.estimate_pairs} pairs of runs of {args.estimate_rounds} epochs: "
+                  "median [range] of (estimate / full - 1)")
+            print("| total | error |\n|---|---|")
+            for key, values in errors.items():
+                print(f"| {key} | {statistics.median(values):+.1f}% [{min(values):+.1f}, {max(values):+.1f}] |")
+                if args.max_error_pct is not None and key != "batches" and abs(statistics.median(values)) > args.max_error_pct:
+                    failed = True
     # every whole program still runs to the original's result, tracing off and on
     results = {}
     for name, folder in fixed.items():

@@ -10,6 +10,7 @@ import os
 import subprocess
 import sys
 
+import numpy as np
 import pytest
 
 from dftpass.traces import analyze, summarize
@@ -18,16 +19,17 @@ from tests.e2e.harness import events_of
 pytest.importorskip("dftracer.python", reason="the dftracer package is not installed")
 
 #: 2 epochs of 30 steps (the first pass through fetch.iter, the second through next() in a
-#: fetch region); a slow 5th step in the second epoch; an early break ends a third pass; the
-#: program finalizes itself (its own log.finalize(), then atexit's)
+#: fetch region); an early break ends a third pass; the program finalizes itself (its own
+#: log.finalize(), then atexit's). ``SLOW``: the step whose forward takes 30 ms (-1: none)
 PROGRAM = '''
 import sys, time
 import dftpass.runtime as rt
+SLOW = int(sys.argv[2])
 from dftracer.python import ai
 
 @ai.compute.forward
 def forward(x):
-    time.sleep(0.002 if x != 34 else 0.03)
+    time.sleep(0.03 if x == SLOW else 0.002)
     return x
 
 def main():
@@ -64,9 +66,11 @@ def runs(tmp_path_factory):
     (root / "prog.py").write_text(PROGRAM)
     env = {k: v for k, v in os.environ.items() if not k.startswith(("DFTRACER_", "DFTPASS_"))}
     out = {}
-    for label, extra in (("full", []), ("sampled", ["--sample-every", "4"])):
+    # step 4 (0-based) is untraced with k = 4 and a warm-up of 2 (traced: 0, 1, 2, 6, 10, ...)
+    for label, extra, slow in (("full", [], -1), ("sampled", ["--sample-every", "4"], -1),
+                               ("outlier", ["--sample-every", "4"], 4)):
         subprocess.run([sys.executable, "-m", "dftpass", "-q", "trace", "--label", label, "--workspace",
-                        str(root / "ws"), *extra, "--", sys.executable, "prog.py", "1"], cwd=root, env=env,
+                        str(root / "ws"), *extra, "--", sys.executable, "prog.py", "1", str(slow)], cwd=root, env=env,
                        check=True, capture_output=True, timeout=300)
         run = root / "ws" / label
         files = sorted((run / "traces").rglob("*.pfw*"))
@@ -107,7 +111,7 @@ def test_untraced_steps_write_nothing_and_phases_are_whole(runs):
     # the traced steps carry their place in the pass
     second = min(e["ts"] for e in sampled if e["name"] == "fetch")
     counts = sorted(e["args"]["count"] for e in sampled if e["name"] == "fetch.iter" and e["ts"] < second)
-    assert counts[:4] == [1, 2, 3, 4] and counts[-1] == 30 and len(counts) < 15  # warm-up, every 4th, the last
+    assert counts[:4] == [1, 2, 3, 7] and counts[-1] == 30 and len(counts) < 15  # warm-up, every 4th, the last
 
 
 def test_the_metadata_counts_every_step(runs):
@@ -132,8 +136,27 @@ def test_the_sampled_totals_are_the_full_ones(runs):
 
 
 def test_an_untraced_outlier_is_said(runs):
-    """Step 35 (the second pass's 5th) sleeps 30 ms and is not one the gate traces."""
-    sampling = summarize(runs["sampled"][1]).sampling
+    """Step 4 sleeps 30 ms and is not one the gate traces."""
+    sampling = summarize(runs["outlier"][1]).sampling
     warnings = sampling.warnings()
     assert sampling.untraced_body_max_ns > 25_000_000
     assert any("an outlier step may be one that was not traced" in w for w in warnings), warnings
+
+
+def test_a_traced_outlier_counts_once():
+    """A regular traced step 10x its pass's others stands for itself (weight 1); the pass's
+    other regular steps stand for the untraced ones."""
+    from dftpass.traces.sampling import Sampling
+
+    ms = 1_000_000
+    # one pass of 20 steps, 6 traced: the first, the last, and 4 regular ones (one slow)
+    sampling = Sampling(every=4, warmup=1, steps=20, traced=6, passes=((0, 100 * ms, 20, 6, 0, 0, 0, 0),))
+    starts = np.array([0, 10, 30, 50, 70, 95]) * ms
+    ends = starts + np.array([2, 2, 20, 2, 2, 2]) * ms
+    waited = starts + ms // 2
+    weighed = sampling.with_steps(starts, waited, np.array([1, 3, 7, 11, 15, 20]), waited, ends, [], [])
+    _, _, weight = weighed.spans
+    # forced: the first, the last and the slow one; the 3 other regular ones stand for 17 steps
+    assert weighed.forced == 3 and weighed.traced_outliers == 1
+    assert list(weight) == [1.0, 17 / 3, 1.0, 17 / 3, 17 / 3, 1.0]
+    assert any("counted once" in w for w in weighed.warnings())

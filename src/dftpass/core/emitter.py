@@ -538,7 +538,7 @@ RUNTIME_SAMPLE_EVERY = "sample_every"
 #: tests/core/test_runtime.py): the environment that sets k at run time, the subtrees a step's
 #: gate samples, the node whose batches are the steps, the prefix of the trace's metadata lines
 SAMPLING_ENV_EVERY, SAMPLING_ENV_WARMUP = "DFTPASS_SAMPLE_EVERY", "DFTPASS_SAMPLE_WARMUP"
-SAMPLED_SUBTREES = ("compute", "device", "comm", "data")
+SAMPLED_SUBTREES = ("compute", "device", "comm", "data", "dataloader")
 SAMPLING_CLOCK = "dataloader.fetch"
 SAMPLING_META_PREFIX = "dftpass.sampling."
 

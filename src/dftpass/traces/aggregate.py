@@ -175,7 +175,7 @@ class _FileAggregator:
         if self.meta.custom.get(SAMPLED_KEY) not in (None, "1") and self.gated_kept < MAX_WEIGHED:
             gated = self.key_gated[kid]
             if gated.any():
-                self.gated.append((kid[gated], pid[gated], ts[gated], dur[gated], moved[gated]))
+                self.gated.append((kid[gated], pid[gated], ts[gated], dur[gated], moved[gated], place[gated]))
                 self.gated_kept += int(gated.sum())
         for i in rows[kid == self.start_id]:
             event = events[int(i)]
@@ -244,20 +244,30 @@ class _FileAggregator:
         proc.min_dur = mean if proc.min_dur is None else min(proc.min_dur, mean)
         proc.max_dur = mean if proc.max_dur is None else max(proc.max_dur, mean)
 
-    def _weigh(self, summary: Summary, sampling: Sampling) -> None:
-        """The step events' cells for all steps, each event weighed by its pass (the events
-        kept by :meth:`add`); the sketches keep the traced durations."""
-        kid, pid, ts, dur, moved = (np.concatenate(parts) for parts in zip(*self.gated))
-        whole = _weighed_cells(kid, ts, dur, moved, self.keys, sampling)
+    def _weigh(self, summary: Summary, sampling: Sampling) -> Sampling:
+        """The step events' cells for all steps, each event weighed by the traced step it is in
+        (:meth:`Sampling.with_steps`: the steps found from the batch loop's events kept by
+        :meth:`add`); the sketches keep the traced durations. Returns the sampling with its steps."""
+        kid, pid, ts, dur, moved, place = (np.concatenate(parts) for parts in zip(*self.gated))
+        ids = self.ids.get(N.DATALOADER_CAT, {})
+
+        def of(name: str) -> np.ndarray:
+            return np.flatnonzero(kid == ids[name]) if name in ids else np.zeros(0, np.int64)
+
+        waits, bodies, regions = of(N.FETCH_ITER), of(N.FETCH_BLOCK), of(N.FETCH)
+        sampling = sampling.with_steps(ts[waits], (ts + dur)[waits], place[waits], ts[bodies], (ts + dur)[bodies],
+                                       ts[regions], (ts + dur)[regions])
+        weight = sampling.weights(ts)
+        whole = _weighed_cells(kid, dur, moved, weight, self.keys)
         for key, cell in whole.items():
             stats = summary.by_key[key]
             stats.count, stats.dur_ns, stats.bytes = cell.count, cell.dur_ns, cell.bytes
-        for (path, proc_pid), proc in summary.processes.items():
+        for (_, proc_pid), proc in summary.processes.items():
             mine = pid == proc_pid
-            for key, cell in _weighed_cells(kid[mine], ts[mine], dur[mine], moved[mine], self.keys, sampling).items():
-                proc.by_key[key] = cell
+            proc.by_key.update(_weighed_cells(kid[mine], dur[mine], moved[mine], weight[mine], self.keys))
             proc.total.count = sum(c.count for c in proc.by_key.values())
             proc.total.dur_ns = sum(c.dur_ns for c in proc.by_key.values())
+        return sampling
 
     # -- the end ----------------------------------------------------------------------------
     def finish(self, reader: TraceReader) -> Summary:
@@ -284,7 +294,7 @@ class _FileAggregator:
         summary.sampling = Sampling.of_metadata(self.meta.custom, self.meta.time_metric.ns)
         if summary.sampling is not None and summary.sampling.sampled:
             if self.gated and self.gated_kept < MAX_WEIGHED and summary.sampling.passes:
-                self._weigh(summary, summary.sampling)
+                summary.sampling = self._weigh(summary, summary.sampling)
             else:
                 _scale(summary, summary.sampling)
         hosts = {pid: proc.hostname or self.meta.host for pid, proc in self.procs.items()}
@@ -304,32 +314,25 @@ class _FileAggregator:
         return summary
 
 
-def _weighed_cells(kid, ts, dur, moved, keys, sampling: Sampling) -> dict[tuple, Cell]:
-    """Each step event weighed by its pass: counts and bytes by the pass's steps per traced
-    step, times by its bodies' (a wait: its waits') ratio."""
-    wait_key = E.event(E.SAMPLING_CLOCK, E.ITER_SUFFIX)
-    count_w = sampling.weights(ts, "count")
-    body_w, wait_w = sampling.weights(ts, "body"), sampling.weights(ts, "wait")
-    is_wait = np.array([keys[k] == wait_key for k in range(len(keys))], bool)[kid]
-    time_w = np.where(is_wait, wait_w, body_w)
+def _weighed_cells(kid, dur, moved, weight, keys) -> dict[tuple, Cell]:
+    """Counts, times and bytes of each key, every event counted ``weight`` times."""
     n = len(keys)
-    counts = np.bincount(kid, count_w, n)
-    durs = np.bincount(kid, dur * time_w, n)
-    moved_w = np.bincount(kid, moved * count_w, n)
+    counts = np.bincount(kid, weight, n)
+    durs = np.bincount(kid, dur * weight, n)
+    moved_w = np.bincount(kid, moved * weight, n)
     return {keys[k]: Cell(round(counts[k]), round(durs[k]), round(moved_w[k])) for k in np.flatnonzero(counts)}
 
 
 def _scale(summary: Summary, sampling: Sampling) -> None:
-    """Scale the file's sampled events to all steps (:mod:`dftpass.traces.sampling`): counts,
-    times and bytes; the sketches keep the traced events' durations (their quantiles stand
-    for all steps')."""
+    """A sampled file whose steps cannot be told apart (its passes missing, or too many events
+    to keep): its step events scaled by the process's steps over its traced ones."""
+    scale = sampling.count_scale
     cells = [summary.by_key.items()] + [p.by_key.items() for p in summary.processes.values()]
     for items in cells:
-        for key, cell in items:
-            count, time = sampling.scale_of(*key)
-            if count != 1.0 or time != 1.0:
-                cell.count, cell.dur_ns, cell.bytes = (round(cell.count * count), round(cell.dur_ns * time),
-                                                       round(cell.bytes * count))
+        for (cat, _), cell in items:
+            if cat in GATED_CATS:
+                cell.count, cell.dur_ns, cell.bytes = (round(cell.count * scale), round(cell.dur_ns * scale),
+                                                       round(cell.bytes * scale))
     for proc in summary.processes.values():
         proc.total.count = sum(c.count for c in proc.by_key.values())
         proc.total.dur_ns = sum(c.dur_ns for c in proc.by_key.values())

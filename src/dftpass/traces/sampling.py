@@ -1,16 +1,21 @@
 """A sampled trace (issue 31): what the runtime's gate wrote (:mod:`dftpass.runtime.sampling`),
 and how the traced steps' events stand for all steps.
 
-The training process of a sampled run writes its step regions for one step in k, and ends its
-trace with ``CM`` lines ``dftpass.sampling.*``: every step's wait for its batch and its body,
-timed with or without events. Totals are estimated with those as ratio estimators, not by
-multiplying by k: the first steps and each pass's first and last are always traced and are
-not typical (a worker start-up wait is the first step's), so
+The training process of a sampled run writes its step regions for one step in k. Its trace
+ends with ``CM`` lines ``dftpass.sampling.*``: k, the warm-up, the steps and the traced
+steps, every step's wait for its batch and its body (timed, traced or not), and each pass
+over a loader with its span on the trace's clock and its own steps.
 
-* the loop's wait (``fetch.iter``) is scaled by all waits over the traced waits: exact;
-* the loop's body and what runs in it (compute, device, comm, data loaded in the training
-  process) by all bodies over the traced bodies;
-* counts by all steps over the traced steps.
+**The estimate.** A traced step is one of two kinds. The *forced* ones (the process's first
+steps, each pass's first and last) stand for themselves: they are the steps least like the
+others (workers starting, caches filling, a last short batch). The *regular* ones (every
+k-th) stand for the pass's other steps: each counts ``(steps - forced) / (traced - forced)``
+times, the pass's own ratio. An event counts as the traced step whose span it lies in (the
+wait's start to the body's end); a step event outside every traced step but inside a pass
+counts as a regular one; anything else (phases, checkpoints, evaluation outside a loop) was
+always written and counts once. Counting steps, not timing them: a traced step's body also
+holds the cost of tracing it, and a ratio of timed bodies read compute 16% low against the
+full trace (bench/overhead.py, docs/decisions.md).
 
 An estimate is unsafe when a step that was not traced was much longer than the traced ones:
 the longest untraced wait and body are in the metadata, and :meth:`Sampling.warnings` says so.
@@ -20,7 +25,7 @@ from __future__ import annotations
 
 import functools
 import json
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, replace
 
 import numpy as np
 
@@ -32,6 +37,11 @@ GATED_CATS = frozenset(cat for node, (cat, _) in E.NODES.items()
 #: an untraced step this many times the traced mean (and over :data:`OUTLIER_MIN_NS`) is an outlier
 OUTLIER_RATIO = 3.0
 OUTLIER_MIN_NS = 1_000_000
+#: the longest gap (ns) between a traced step's wait and its body's event
+_BODY_GAP_NS = 1_000_000
+#: the figures read from the metadata (the rest of the fields are derived)
+_COUNTERS = ("every", "warmup", "steps", "traced", "wait_ns", "wait_traced_ns", "body_ns", "body_traced_ns",
+             "untraced_wait_max_ns", "untraced_body_max_ns")
 
 
 @dataclass(frozen=True)
@@ -51,67 +61,141 @@ class Sampling:
     #: the passes over a loader: (start ns, end ns, steps, traced, wait ns, traced wait ns,
     #: body ns, traced body ns), a nested pass's steps not in its parent's
     passes: tuple[tuple[int, ...], ...] = field(default=(), repr=False)
+    #: each pass's weight of a regular traced step (aligned with ``passes``; set by :meth:`with_steps`)
+    regular: tuple[float, ...] = field(default=(), repr=False)
+    #: the traced steps: (start ns, end ns, weight) arrays, by start (set by :meth:`with_steps`)
+    spans: tuple = field(default=(), repr=False, compare=False)
+    #: how many traced steps were forced (warm-up, a pass's first or last, an outlier)
+    forced: int = 0
+    #: traced steps over :data:`OUTLIER_RATIO` times their pass's median, counted once
+    traced_outliers: int = 0
 
     @classmethod
     def of_metadata(cls, custom: dict, ns_per_unit: int = 1000) -> Sampling | None:
         """The sampling a file's custom metadata records, None for a trace of every step;
         ``ns_per_unit``: the file's time unit (the passes are on dftracer's clock)."""
         values: dict = {}
-        for f in fields(cls):
-            raw = custom.get(E.SAMPLING_META_PREFIX + f.name)
+        for name in (*_COUNTERS, "passes"):
+            raw = custom.get(E.SAMPLING_META_PREFIX + name)
             if raw is None:
                 continue
             try:
-                if f.name == "passes":
-                    values[f.name] = tuple((int(p[0]) * ns_per_unit, int(p[1]) * ns_per_unit, *map(int, p[2:8]))
-                                           for p in json.loads(str(raw)) if len(p) >= 8)
+                if name == "passes":
+                    values[name] = tuple(sorted((int(p[0]) * ns_per_unit, int(p[1]) * ns_per_unit, *map(int, p[2:8]))
+                                                for p in json.loads(str(raw)) if len(p) >= 8))
                 else:
-                    values[f.name] = int(str(raw))
+                    values[name] = int(str(raw))
             except (ValueError, TypeError):
                 pass
         if values.get("every", 1) <= 1:
             return None
         return cls(**values)
 
+    def with_steps(self, wait_start, wait_end, wait_count, body_start, body_end, region_start,
+                   region_end) -> Sampling:
+        """The traced steps found in the trace: the loop's waits (``fetch.iter``, with their place
+        in the pass) joined to the body that follows (``fetch.block``), and the fetch regions
+        around ``next(it)``; each weighed as forced or regular in its pass (module docstring)."""
+        order = np.argsort(body_start, kind="stable")
+        body_start, body_end = np.asarray(body_start)[order], np.asarray(body_end)[order]
+        starts, ends, counts = [], [], []
+        for start, end, count in zip(wait_start, wait_end, wait_count):
+            i = int(np.searchsorted(body_start, end))
+            if i < len(body_start) and body_start[i] - end <= _BODY_GAP_NS:
+                end = body_end[i]
+            starts.append(int(start))
+            ends.append(int(end))
+            counts.append(int(count))
+        for start, end in zip(region_start, region_end):
+            starts.append(int(start))
+            ends.append(int(end))
+            counts.append(0)
+        order = np.argsort(np.array(starts, np.int64), kind="stable")
+        start = np.array(starts, np.int64)[order]
+        end = np.array(ends, np.int64)[order]
+        count = np.array(counts, np.int64)[order]
+        passes = list(self.passes)
+        owner = self._owner(start) if passes else np.full(len(start), -1)
+        own_steps = np.array([p[2] for p in passes] + [0], np.int64)[owner]
+        forced = (count == 1) | ((count > 0) & (count == own_steps))
+        forced[:min(self.warmup, len(forced))] = True  # the process's first steps are all traced
+        regular, weight = [], np.ones(len(start))
+        outliers = np.zeros(len(start), bool)
+        for i, p in enumerate(passes):
+            mine = owner == i
+            # a traced step far longer than its pass's others stands for itself, as a forced
+            # one: counted k times it would stand for k slow steps that were not
+            lengths = (end - start)[mine & (count > 0)]
+            if len(lengths) >= 3:
+                slow = mine & (count > 0) & ~forced & ((end - start) > OUTLIER_RATIO * np.median(lengths))
+                outliers |= slow
+                forced |= slow
+            steps, traced, pinned = p[2], p[3], int((forced & mine).sum())
+            if traced - pinned > 0 and steps - pinned >= 0:
+                w = (steps - pinned) / (traced - pinned)
+                weight[mine & ~forced] = w
+            else:  # every traced step forced: they stand for the pass's untraced steps too
+                w = steps / traced if traced else 1.0
+                weight[mine] = w
+            regular.append(w)
+        return replace(self, regular=tuple(regular), spans=(start, end, weight), forced=int(forced.sum()),
+                       traced_outliers=int(outliers.sum()))
+
+    def _owner(self, times: np.ndarray) -> np.ndarray:
+        """The pass each instant is in (innermost where passes nest), -1 outside them all."""
+        starts, owner = self._segments
+        return owner[np.searchsorted(starts, times, side="right") - 1]
+
     def merge(self, other: Sampling | None) -> Sampling:
         if other is None:
             return self
         peak = ("every", "warmup", "untraced_wait_max_ns", "untraced_body_max_ns")
-        values = {f.name: (max if f.name in peak else int.__add__)(getattr(self, f.name), getattr(other, f.name))
-                  for f in fields(self) if f.name != "passes"}
-        return Sampling(**values, passes=tuple(sorted(self.passes + other.passes)))
+        values = {name: (max if name in peak else int.__add__)(getattr(self, name), getattr(other, name))
+                  for name in (*_COUNTERS, "forced", "traced_outliers")}
+        pairs = sorted(zip(self.passes + other.passes, self._regular() + other._regular()))
+        spans = [s for s in (self.spans, other.spans) if s]
+        if spans:
+            start, end, weight = (np.concatenate(parts) for parts in zip(*spans))
+            order = np.argsort(start, kind="stable")
+            spans = (start[order], end[order], weight[order])
+        return Sampling(**values, passes=tuple(p for p, _ in pairs), regular=tuple(w for _, w in pairs),
+                        spans=tuple(spans))
+
+    def _regular(self) -> tuple[float, ...]:
+        """The regular weight of each pass (its steps over its traced ones before the steps are known)."""
+        if len(self.regular) == len(self.passes):
+            return self.regular
+        return tuple(p[2] / p[3] if p[3] else 1.0 for p in self.passes)
 
     @functools.cached_property
-    def _segments(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """(segment starts, index of the pass each is in or -1, per-pass scales (count, wait,
-        body, loop) with a last row of ones): the innermost pass wins where passes nest."""
-        passes = sorted(self.passes)
-        edges = np.unique(np.array([t for p in passes for t in p[:2]] or [0], np.int64))
+    def _segments(self) -> tuple[np.ndarray, np.ndarray]:
+        """(segment starts, the index of the pass each is in or -1): the innermost pass wins
+        where passes nest."""
+        edges = np.unique(np.array([t for p in self.passes for t in p[:2]] or [0], np.int64))
         owner = np.full(len(edges), -1, np.int64)
-        for i, p in enumerate(passes):  # by start: a nested pass paints over its parent
+        for i, p in enumerate(self.passes):  # by start: a nested pass paints over its parent
             first, last = np.searchsorted(edges, [p[0], p[1]])
             owner[first:last] = i
-        scales = np.ones((len(passes) + 1, 4))
-        for i, (_, _, steps, traced, wait, wait_t, body, body_t) in enumerate(passes):
-            count = steps / traced if traced else 1.0
-            scales[i] = (count, wait / wait_t if wait_t else count, body / body_t if body_t else count,
-                         (wait + body) / (wait_t + body_t) if wait_t + body_t else count)
-        return np.r_[np.iinfo(np.int64).min, edges], np.r_[-1, owner], scales
+        return np.r_[np.iinfo(np.int64).min, edges], np.r_[-1, owner]
 
-    def weights(self, times_ns: np.ndarray, kind: str) -> np.ndarray:
-        """The scale of each instant's figure of ``kind`` (count, wait, body, loop): its pass's
-        ratio of all steps to the traced ones; 1 outside every pass (always traced). Without
-        passes recorded (an older or cut-short trace), the process's ratio everywhere."""
+    def weights(self, times_ns, kind: str = "step") -> np.ndarray:
+        """How many steps' events each instant's event stands for: the traced step's weight
+        inside its span, a regular step's inside a pass, 1 elsewhere (always traced).
+        ``kind`` "none": 1 everywhere (the workers trace every sample). Without the passes (an
+        older or cut-short trace), the process's steps over its traced ones everywhere."""
         times_ns = np.asarray(times_ns, np.int64)
         if kind == "none" or not self.sampled:
             return np.ones(len(times_ns))
         if not self.passes:
-            whole = {"count": self.count_scale, "wait": self.wait_scale, "body": self.body_scale,
-                     "loop": self.loop_scale}[kind]
-            return np.full(len(times_ns), whole)
-        column = ("count", "wait", "body", "loop").index(kind)
-        starts, owner, scales = self._segments
-        return scales[owner[np.searchsorted(starts, times_ns, side="right") - 1], column]
+            return np.full(len(times_ns), self.count_scale)
+        owner = self._owner(times_ns)
+        out = np.r_[np.array(self._regular(), float), 1.0][owner]
+        if self.spans and len(self.spans[0]):
+            start, end, weight = self.spans
+            i = np.searchsorted(start, times_ns, side="right") - 1
+            inside = (i >= 0) & (times_ns <= end[np.maximum(i, 0)])
+            out = np.where(inside, weight[np.maximum(i, 0)], out)
+        return out
 
     @property
     def sampled(self) -> bool:
@@ -122,30 +206,8 @@ class Sampling:
     def count_scale(self) -> float:
         return self.steps / self.traced if self.sampled else 1.0
 
-    @property
-    def wait_scale(self) -> float:
-        return self.wait_ns / self.wait_traced_ns if self.sampled and self.wait_traced_ns else self.count_scale
-
-    @property
-    def body_scale(self) -> float:
-        return self.body_ns / self.body_traced_ns if self.sampled and self.body_traced_ns else self.count_scale
-
-    @property
-    def loop_scale(self) -> float:
-        """The batch loop's whole time (waits and bodies)."""
-        traced = self.wait_traced_ns + self.body_traced_ns
-        return (self.wait_ns + self.body_ns) / traced if self.sampled and traced else self.count_scale
-
-    def scale_of(self, cat: str, name: str) -> tuple[float, float]:
-        """(count scale, time scale) of the training process's events ``(cat, name)``."""
-        if not self.sampled or cat not in GATED_CATS:
-            return 1.0, 1.0
-        if (cat, name) == (E.event("dataloader.fetch", E.ITER_SUFFIX)):
-            return self.count_scale, self.wait_scale
-        return self.count_scale, self.body_scale
-
     def describe(self) -> str:
-        """``1 step in 8 traced (61 of 480 steps); totals estimated``."""
+        """``1 step in 8 traced (61 of 480 steps, ...); totals estimated``."""
         if not self.sampled:
             return ""
         return (f"1 step in {self.every} traced ({self.traced} of {self.steps} steps, the first {self.warmup} and "
@@ -162,10 +224,13 @@ class Sampling:
             if longest >= OUTLIER_MIN_NS and longest > OUTLIER_RATIO * mean:
                 out.append(f"an untraced step's {what} took {longest / 1e6:.1f} ms, {longest / mean:.0f}x the traced "
                            f"mean ({mean / 1e6:.2f} ms): an outlier step may be one that was not traced")
+        if self.traced_outliers:
+            out.append(f"{self.traced_outliers} traced step(s) took over {OUTLIER_RATIO:g}x their pass's median: each "
+                       "counted once, not for the untraced steps around it")
         return out
 
     def to_dict(self) -> dict:
-        out = {f.name: getattr(self, f.name) for f in fields(self)}
-        out.update(sampled=self.sampled, count_scale=self.count_scale, wait_scale=self.wait_scale,
-                   body_scale=self.body_scale, text=self.describe(), warnings=self.warnings())
+        out = {name: getattr(self, name) for name in (*_COUNTERS, "forced", "traced_outliers")}
+        out.update(sampled=self.sampled, count_scale=self.count_scale, passes=len(self.passes),
+                   text=self.describe(), warnings=self.warnings())
         return out
