@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from dftpass.plugins.analyses.overhead import COST_US, MAX_UPDATE_EVERY, decide
+from dftpass.plugins.analyses.overhead import COST_US, MAX_UPDATE_EVERY, decide, sampled_cost
 from tests.conftest import APPS, tree_bytes
 from tests.e2e.harness import events_of
 
@@ -68,12 +68,15 @@ def test_a_device_transfer_counts_and_one_compute_region_per_step_makes_room_for
 
 def test_below_the_floor_the_plan_samples_steps():
     """1 ms: even the floor costs 89 µs (8.9%), so every region is written on 1 step in k, the
-    least k whose 159 µs, spread over k steps with the untraced steps' 2 µs, fits 30 µs: k = 6."""
+    least k whose traced share (2% forced, 1 in k of the rest) at 1.33 x 159 µs in situ and the
+    untraced steps at 12 µs fit 30 µs: k = 14."""
     g = decide(0.001, 0.03, transfers=1)
-    assert (g.sample_every, g.sample_set_by) == (6, "budget")
+    assert (g.sample_every, g.sample_set_by) == (14, "budget")
     assert (g.update_every, g.loop_body, g.fold_backward_step, g.fold_forward) == (1, True, False, False)
-    assert g.kept_us == pytest.approx(FULL_US_WITH_TRANSFER / 6 + 2 * 5 / 6) and g.kept_us <= 30
-    assert "sampled: every region on 1 step in 6" in g.describe()
+    traced = 0.02 + 0.98 / 14
+    assert g.kept_us == pytest.approx(traced * FULL_US_WITH_TRANSFER * 1.33 + (1 - traced) * 12) and g.kept_us <= 30
+    assert sampled_cost(FULL_US_WITH_TRANSFER, 13) > 30  # the least k that fits
+    assert "sampled: every region on 1 step in 14" in g.describe()
     assert decide(0.003, 0.03).sample_every == 1  # the coarsening fits: no sampling
 
 
@@ -192,7 +195,7 @@ def test_the_budgeted_program_computes_the_same_and_writes_fewer_events(budgeted
 
 @pytest.mark.e2e
 def test_the_sampled_program_computes_the_same_and_its_analysis_scales_back(budgeted, tmp_path):
-    """The plan for 1 ms samples steps (``initialize(sample_every=6)``): the same results, the
+    """The plan for 1 ms samples steps (``initialize(sample_every=14)``): the same results, the
     step regions of fewer steps, and the analysis of its trace counts every batch from the
     loop's counter and says the totals are estimated."""
     pytest.importorskip("torch", reason="torch is not installed (./dev setup installs the CPU build)")
@@ -201,7 +204,7 @@ def test_the_sampled_program_computes_the_same_and_its_analysis_scales_back(budg
     from dftpass.traces import analyze
     from tests.e2e.test_torch_basic import run_app
 
-    assert "initialize(sample_every=6)" in (budgeted / "sampled" / "train.py").read_text()
+    assert "initialize(sample_every=14)" in (budgeted / "sampled" / "train.py").read_text()
     data = tmp_path / "data"
     counts, analyses = {}, {}
     for name in ("plain", "sampled"):
@@ -216,10 +219,10 @@ def test_the_sampled_program_computes_the_same_and_its_analysis_scales_back(budg
     assert 0 < sampled[("dataloader", "fetch.iter")] < plain[("dataloader", "fetch.iter")]
     assert sampled[("pipeline", "train")] == plain[("pipeline", "train")] > 0  # phases always written
     summary = analyses["sampled"].summary
-    assert summary.sampling is not None and summary.sampling.sampled and summary.sampling.every == 6
+    assert summary.sampling is not None and summary.sampling.sampled and summary.sampling.every == 14
     assert batches_received(summary) == batches_received(analyses["plain"].summary) == plain[
         ("dataloader", "fetch.iter")]
-    assert "1 step in 6 traced" in summary.sampling.describe() and "totals estimated" in summary.sampling.describe()
+    assert "1 step in 14 traced" in summary.sampling.describe() and "totals estimated" in summary.sampling.describe()
     assert analyses["plain"].summary.sampling is None
 
 

@@ -50,10 +50,18 @@ COST_US = {
     "step": 35.0,
     "region": 18.0,
     "update": 16.0,
-    # a step the sampling gate leaves untraced: the tick, two clock reads, the gated regions'
-    # tests (bench/overhead.py, the sampled column)
-    "untraced_step": 2.0,
+    # a step the sampling gate leaves untraced, in situ: the gate's tick and clock reads, the
+    # gated regions' tests (sampled with nothing traced against tracing off, 0.9 ms steps:
+    # +1.1% +- 1, bench/overhead.py and docs/performance.md)
+    "untraced_step": 12.0,
 }
+#: a traced step among untraced ones costs this much more than the model's every region: in
+#: situ, every rule measured 200-231 µs a 1 ms step where the model says 159 (the tracer's
+#: code is cold after untraced steps too)
+SAMPLED_STEP_FACTOR = 1.33
+#: the share of steps traced whatever k is: the process's first 2, each pass's first and last,
+#: for passes of ~100 steps (a shorter pass forces more)
+FORCED_SHARE = 0.02
 #: the most steps one traced step stands for
 MAX_SAMPLE_EVERY = 1000
 #: the events the batch loop's ``fetch.iter`` writes a step (the wait and the body)
@@ -144,12 +152,10 @@ def decide(step_time_s: float | None, budget: float, transfers: int = 0,
     on one step in k, the least k whose traced steps' cost, spread over k steps, fits what
     the untraced steps leave (docs/decisions.md, "Sampled steps")."""
     if sample_every is not None and sample_every > 1:
-        full = decide(step_time_s, budget, transfers, event_us, sample_every=1)
-        untraced = COST_US["untraced_step"]
-        return attrs.evolve(Granularity(budget=budget, full_us=full.full_us, transfers=transfers, event_us=event_us,
-                                        step_time_s=step_time_s),
-                            sample_every=sample_every, sample_set_by="config",
-                            kept_us=full.full_us / sample_every + untraced * (1 - 1 / sample_every))
+        full = decide(step_time_s, budget, transfers, event_us, sample_every=1).full_us
+        return Granularity(budget=budget, full_us=full, transfers=transfers, event_us=event_us,
+                           step_time_s=step_time_s, sample_every=sample_every, sample_set_by="config",
+                           kept_us=sampled_cost(full, sample_every))
     scale = event_us / COST_US["region"] if event_us else 1.0
     cost = {name: us * scale for name, us in COST_US.items()}
     fetch, compute = FETCH_REGIONS, COMPUTE_REGIONS
@@ -182,14 +188,27 @@ def decide(step_time_s: float | None, budget: float, transfers: int = 0,
         every = _update_every(allowed - regions(), cost["update"])
     kept = regions() + cost["update"] / every
     if kept > allowed and sample_every is None:
-        untraced = cost["untraced_step"]
-        k = MAX_SAMPLE_EVERY if allowed <= untraced else min(MAX_SAMPLE_EVERY, math.ceil(
-            (full - untraced) / (allowed - untraced)))
+        k = _sample_every(full, allowed)
         return Granularity(transfers=transfers, step_time_s=step_time_s, budget=budget, full_us=full,
-                           kept_us=full / k + untraced * (1 - 1 / k), event_us=event_us, sample_every=k,
-                           sample_set_by="budget")
+                           kept_us=sampled_cost(full, k), event_us=event_us, sample_every=k, sample_set_by="budget")
     return Granularity(every, "body" not in levers, "fold" in levers, "forward" in levers, transfers,
                        step_time_s, budget, full, kept, event_us)
+
+
+def sampled_cost(full_us: float, k: int) -> float:
+    """µs a step with 1 step in k traced: the traced share (:data:`FORCED_SHARE` and 1 in k of
+    the rest) at a traced step's in-situ cost, the others at the untraced step's."""
+    traced = FORCED_SHARE + (1 - FORCED_SHARE) / k
+    untraced = COST_US["untraced_step"]
+    return traced * full_us * SAMPLED_STEP_FACTOR + (1 - traced) * untraced
+
+
+def _sample_every(full_us: float, allowed_us: float) -> int:
+    """The least k whose :func:`sampled_cost` fits ``allowed_us`` (:data:`MAX_SAMPLE_EVERY` when none does)."""
+    for k in range(2, MAX_SAMPLE_EVERY + 1):
+        if sampled_cost(full_us, k) <= allowed_us:
+            return k
+    return MAX_SAMPLE_EVERY
 
 
 def _update_every(left_us: float, update_us: float) -> int:
