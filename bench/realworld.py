@@ -122,13 +122,17 @@ TIMINGS = re.compile(r"(ms/batch|time:?|Time|Data|iter_dt)\s*[0-9.]+\s*(ms|s)?(\
                      r"time [0-9.]+ms|mfu -?[0-9.]+%")
 
 
-def run_once(recipe: Recipe, project: Path, argv: list[str], out: Path, trace: Path | None):
-    """(printed text, exit code or "bounded", seconds) of one run."""
+def run_once(recipe: Recipe, project: Path, argv: list[str], out: Path, trace: Path | None,
+             sample_every: int | None = None):
+    """(printed text, exit code or "bounded", seconds) of one run; ``sample_every``: a traced
+    run's step regions for 1 step in k (the runtime's gate, ``DFTPASS_SAMPLE_EVERY``)."""
     out.mkdir(parents=True, exist_ok=True)
-    env = {k: v for k, v in os.environ.items() if not k.startswith("DFTRACER_")}
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("DFTRACER_", "DFTPASS_SAMPLE_"))}
     env.update(OMP_NUM_THREADS="1", PYTHONPATH=str(project))
     if trace is not None:
         env.update(DFTRACER_ENABLE="1", DFTRACER_INC_METADATA="1", DFTRACER_LOG_FILE=str(trace / "trace"))
+        if sample_every:
+            env["DFTPASS_SAMPLE_EVERY"] = str(sample_every)
     cmd = [ARGS.python, str(project / argv[0]), *[a.format(out=out) for a in argv[1:]]]
     start = time.perf_counter()
     proc = subprocess.Popen(cmd, cwd=project if recipe.cwd == "project" else out, env=env, text=True,
@@ -156,8 +160,21 @@ def read_trace(folder: Path) -> dict:
         if events:
             span = max(span, (max(e["ts"] + e["dur"] for e in events) - min(e["ts"] for e in events)) / 1e6)
             root = max([root] + [e["dur"] / 1e6 for e in events if e["cat"] == "ai_root"])
-    return {"files": len(files), "categories": dict(sorted(seen.items())), "root_s": round(root, 3),
-            "span_s": round(span, 3)}
+    out = {"files": len(files), "categories": dict(sorted(seen.items())), "root_s": round(root, 3),
+           "span_s": round(span, 3), "bytes": sum(p.stat().st_size for p in files)}
+    if files:  # as dftpass reads it: a sampled trace's totals are estimates for every step
+        from dftpass.analysis.work import batches_received
+        from dftpass.traces import summarize
+
+        summary = summarize(files)
+        out["batches"] = batches_received(summary)
+        out["sampling"] = summary.sampling.describe() if summary.sampling else None
+        out["totals_ms"] = {f"{c}/{n}": round(st.dur_ns / 1e6, 2) for (c, n), st in sorted(summary.by_key.items())
+                            if c in ("compute", "dataloader", "device", "data")}
+        steps = out["batches"] or 1
+        out["events_per_step"] = round(sum(seen[c] for c in ("compute", "dataloader", "device", "data")) / steps, 2)
+        out["bytes_per_step"] = round(out["bytes"] / steps, 1)
+    return out
 
 
 def analyze(recipe: Recipe, annotated: Path, argv: list[str], work: Path) -> dict:
@@ -207,11 +224,15 @@ def program(name: str) -> int:
     for generated in original.glob("data/*/meta.pkl"):
         shutil.copy2(generated, annotated / generated.relative_to(original))
     runs: dict[str, dict] = {}
-    for repeat in range(ARGS.repeat):  # alternating, so the machine's noise falls on all three alike
-        for label, project, traced in (("original", original, False), ("off", annotated, False),
-                                       ("on", annotated, True)):
+    labels = [("original", original, False), ("off", annotated, False), ("on", annotated, True)]
+    if ARGS.sample_every:
+        labels.append(("sampled", annotated, True))
+    for repeat in range(ARGS.repeat):  # alternating, so the machine's noise falls on all of them alike
+        for label, project, traced in (labels if repeat % 2 == 0 else labels[::-1]):
             out = work / f"out-{label}-{repeat}"
-            text, code, seconds = run_once(recipe, project, argv, out, work / f"trace-{repeat}" if traced else None)
+            trace = work / f"trace-{label}-{repeat}" if traced else None
+            text, code, seconds = run_once(recipe, project, argv, out, trace,
+                                           ARGS.sample_every if label == "sampled" else None)
             lines = [TIMINGS.sub("", line).rstrip() for line in text.splitlines() if re.search(recipe.lines, line)]
             run = runs.setdefault(label, {"lines": lines, "exit": [], "seconds": [], "out": out})
             run["exit"].append(code)
@@ -221,7 +242,7 @@ def program(name: str) -> int:
                     "own_checks": own,
                     "lines_compared": len(base["lines"]),
                     "original": {"exit": base["exit"], "median_s": round(statistics.median(base["seconds"]), 2)}}
-    for label in ("off", "on"):
+    for label in [name for name, _, _ in labels[1:]]:
         run = runs[label]
         n = min(len(base["lines"]), len(run["lines"])) if recipe.bound_s else len(base["lines"])
         report[label] = {
@@ -229,11 +250,17 @@ def program(name: str) -> int:
                 recipe.bound_s is not None or len(run["lines"]) == n),
             "same_files": all((run["out"] / f).read_bytes() == (base["out"] / f).read_bytes() for f in recipe.files),
             "exit": run["exit"], "median_s": round(statistics.median(run["seconds"]), 2)}
-    report["trace"] = read_trace(work / "trace-0")
+        # the run against the original of the same round (alternating): median [range] of the ratios
+        ratios = sorted(a / b for a, b in zip(run["seconds"], base["seconds"]))
+        report[label]["vs_original"] = {"median": round(statistics.median(ratios), 3),
+                                        "range": [round(ratios[0], 3), round(ratios[-1], 3)]}
+        if label in ("on", "sampled"):
+            report[label]["trace"] = read_trace(work / f"trace-{label}-0")
+    report["trace"] = read_trace(work / "trace-on-0")
     if ARGS.analyze:
         report["analysis"] = analyze(recipe, annotated, argv, work)
     print(json.dumps(report, indent=2))
-    ok = all(report[label]["same_lines"] and report[label]["same_files"] for label in ("off", "on"))
+    ok = all(report[label]["same_lines"] and report[label]["same_files"] for label, _, _ in labels[1:])
     return 0 if ok and own["validate_exit"] == 0 and not own["second_run_changed"] else 1
 
 
@@ -297,6 +324,8 @@ def main() -> int:
     p.add_argument("--checkout", required=True, help="the project's checkout (fetched outside the repository)")
     p.add_argument("--python", default=sys.executable, help="the interpreter that has torch (and torchvision)")
     p.add_argument("--repeat", type=int, default=1, help="alternating repeats (medians of the times)")
+    p.add_argument("--sample-every", type=int, default=None, help="also a traced run with the step regions of "
+                   "1 step in K (the runtime's gate): its time, its trace, its same outputs")
     p.add_argument("--arg", action="append", default=[], help="an argument added to the program's (repeatable; "
                    "minGPT: --arg=--trainer.num_workers=2)")
     p.add_argument("--dftpass-arg", action="append", default=[], help="an option added to `dftpass run` "

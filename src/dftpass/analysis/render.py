@@ -447,6 +447,8 @@ def optimize_markdown(doc: dict) -> str:
     if base.get("wall_s") is not None:
         out.append(f"Baseline `{base.get('run')}`: {base['wall_s']:.2f} s (median of {base.get('repeats')}); "
                    f"{cell(base.get('bottleneck') or 'no bottleneck named')}.")
+        if base.get("sampling"):
+            out.append(f"Its trace: {cell(base['sampling'])}; the work is counted by the loop itself.")
     out += ["", "| # | proposal | decision | estimate | program | wall | pairs | same work | "
             "same output | why |", "|---:|---|---|---:|---:|---:|---:|---|---|---|"]
     verdict = {True: "same", False: "differs", None: "-"}

@@ -214,7 +214,11 @@ class Optimizer:
                          "repeats": len(data["repeats"]),
                          "bottleneck": ((data.get("diagnosis") or {}).get("bottleneck") or {}).get("text"),
                          "proposals": [p["id"] for p in data["proposals"]],
-                         "work": data["repeats"][0].get("work") if data["repeats"] else None}
+                         "work": data["repeats"][0].get("work") if data["repeats"] else None,
+                         # a program annotated for short steps samples them: its diagnosis reads estimates
+                         "sampling": (data.get("sampling") or {}).get("text") or None}
+        if self.baseline["sampling"]:
+            self.progress.say(f"baseline trace: {self.baseline['sampling']}")
         failed = [r["exit_code"] for r in data["repeats"] if r.get("exit_code") != 0]
         if failed:
             self.stopped = f"the baseline failed (exit code {failed[0]}): nothing can be measured against it"
