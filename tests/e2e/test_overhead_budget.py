@@ -80,6 +80,15 @@ def test_below_the_floor_the_plan_samples_steps():
     assert decide(0.003, 0.03).sample_every == 1  # the coarsening fits: no sampling
 
 
+def test_a_traced_step_measured_on_a_sampled_run_sets_k():
+    """``--step-time RUN`` of a sampled run measures what a traced step costs (220 µs here, not
+    the model's 1.33 x 159 = 211): k follows it, and the plan says on what cost."""
+    g = decide(0.001, 0.03, transfers=1, traced_step_us=220.0)
+    assert g.sample_every == 15 > decide(0.001, 0.03, transfers=1).sample_every
+    assert sampled_cost(0, 14, 220.0) > 30 >= g.kept_us
+    assert "a traced step measured at 220 µs (overhead.traced-step-us)" in g.describe()
+
+
 def test_a_users_k_is_kept_and_said():
     g = decide(None, 0.03, sample_every=8)
     assert (g.sample_every, g.sample_set_by) == (8, "config")

@@ -160,3 +160,28 @@ def test_a_traced_outlier_counts_once():
     assert weighed.forced == 3 and weighed.traced_outliers == 1
     assert list(weight) == [1.0, 17 / 3, 1.0, 17 / 3, 17 / 3, 1.0]
     assert any("counted once" in w for w in weighed.warnings())
+
+
+def test_a_sampled_run_gives_the_plan_its_step_and_what_tracing_one_costs(runs, tmp_path):
+    """``--step-time RUN`` on a sampled run: the untraced steps' mean is the step without
+    tracing, and a traced step's excess is the measured cost the plan chooses k with."""
+    from dftpass.cli import main
+
+    run = runs["sampled"][1][0]
+    while run.name != "sampled":
+        run = run.parent
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / "train.py").write_text(PROGRAM)
+    import contextlib
+    import io
+
+    err = io.StringIO()
+    with contextlib.redirect_stderr(err):
+        code = main(["plan", str(project), "--step-time", str(run), "--sample-every", "1"])
+    said = err.getvalue()
+    assert code == 0, said
+    line = next(ln for ln in said.splitlines() if ln.startswith("step time:"))
+    ms = float(line.split()[2])
+    assert "untraced steps of" in line and "a traced step cost" in line, line
+    assert 2.0 < ms < 20.0, line  # 3 ms of sleep a step (2 ms forward, 1 ms backward), and the loop

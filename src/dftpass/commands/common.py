@@ -47,16 +47,32 @@ def add_output_options(p) -> None:
     p.add_argument("-q", "--quiet", action="store_true", default=argparse.SUPPRESS, help="warnings and errors only")
 
 
-def step_time_of(given: float | Path) -> float:
+def step_time_of(given: float | Path, measured: dict | None = None) -> float:
     """``--step-time``: seconds as given, or the median train step of a traced run (said on
-    stderr: the plan's budget rests on it)."""
+    stderr: the plan's budget rests on it). A sampled run says more: its untraced steps'
+    mean is the step without tracing, and a traced step's excess over it is what tracing a
+    step costs in situ, put in ``measured`` (``overhead.traced-step-us``)."""
     if not isinstance(given, Path):
         return given
     from dftpass.analysis.steps import median_step
     from dftpass.runs.layout import LayoutError, open_run
+    from dftpass.traces import summarize
 
     try:
-        found = median_step(open_run(given).trace_dirs())
+        dirs = open_run(given).trace_dirs()
+        sampling = summarize(dirs).sampling
+        if sampling is not None and sampling.sampled:
+            untraced = sampling.steps - sampling.traced
+            plain = ((sampling.wait_ns + sampling.body_ns) - (sampling.wait_traced_ns + sampling.body_traced_ns)) / untraced
+            traced = (sampling.wait_traced_ns + sampling.body_traced_ns) / sampling.traced
+            seconds = float(f"{plain / 1e9:.3g}")
+            cost_us = max(0.0, (traced - plain) / 1e3)
+            if measured is not None:
+                measured["overhead.traced-step-us"] = round(cost_us, 1)
+            print(f"step time: {seconds * 1e3:g} ms, the mean of the {untraced} untraced steps of {given}; a traced "
+                  f"step cost {cost_us:.0f} µs more ({sampling.traced} traced)", file=sys.stderr)
+            return seconds
+        found = median_step(dirs)
     except (LayoutError, OSError, ValueError) as exc:
         raise UserError(f"--step-time {given}: {exc}") from exc
     if found is None:
@@ -73,7 +89,9 @@ def load(args: argparse.Namespace):
     """The resolved configuration and a pass manager for a command's arguments."""
     sets = list(getattr(args, "set", []) or [])
     if getattr(args, "step_time", None) is not None:
-        sets.append(f"overhead.step-time={step_time_of(args.step_time)}")
+        measured: dict = {}
+        sets.append(f"overhead.step-time={step_time_of(args.step_time, measured)}")
+        sets += [f"{key}={value}" for key, value in measured.items()]
     if getattr(args, "sample_every", None) is not None:
         sets.append(f"overhead.sample-every={args.sample_every}")
     if getattr(args, "trust_project_plugins", False):

@@ -207,6 +207,11 @@ KEYS: dict[str, KeySpec] = {
         "an integer >= 1", "trace the regions a training step writes for one step in k (the first steps and each "
         "pass's first and last always); unset: chosen from --step-time when the budget cannot be met otherwise; "
         "1: never sample. `dftpass trace --sample-every K` sets it for one run"),
+    "overhead.traced-step-us": KeySpec(
+        None, lambda v: v is None or (isinstance(v, (int, float)) and not isinstance(v, bool) and v >= 0),
+        "a number of µs >= 0", "what tracing one step costs in situ when its neighbours are not traced: `--step-time "
+        "RUN` of a sampled run measures it (a traced step's time over an untraced one's); unset: the model's "
+        "every region x 1.33"),
     "overhead.event-us": KeySpec(
         None, lambda v: v is None or (isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0),
         "a number of µs > 0", "what one event costs inside a training step on this machine (bench/overhead.py "

@@ -98,6 +98,8 @@ class Granularity:
     #: "budget" (chosen here) or "config" (``overhead.sample-every``)
     sample_every: int = 1
     sample_set_by: str = ""
+    #: a traced step's in-situ cost as measured on a sampled run (µs); None: the model's
+    traced_step_us: float | None = None
 
     @property
     def coarsened(self) -> list[str]:
@@ -127,7 +129,9 @@ class Granularity:
         head = (f"overhead: budget {self.budget:.1%} of a {self.step_time_s * 1e3:g} ms step = "
                 f"{self.budget * step_us:.1f} µs; every region {self.full_us:.1f} µs ({full:.1%}{moved}{measured})")
         if self.sample_every > 1:
-            return (f"{head}; sampled: every region on 1 step in {self.sample_every} (the first steps and each "
+            measured = (f", a traced step measured at {self.traced_step_us:g} µs (overhead.traced-step-us)"
+                        if self.traced_step_us is not None else "")
+            return (f"{head}{measured}; sampled: every region on 1 step in {self.sample_every} (the first steps and each "
                     f"pass's first and last always) -> {self.kept_us:.1f} µs a step ({kept:.1%}); the analysis "
                     "scales the totals to all steps")
         if not self.coarsened:
@@ -142,11 +146,13 @@ class Granularity:
 
 
 def decide(step_time_s: float | None, budget: float, transfers: int = 0,
-           event_us: float | None = None, sample_every: int | None = None) -> Granularity:
+           event_us: float | None = None, sample_every: int | None = None,
+           traced_step_us: float | None = None) -> Granularity:
     """The coarsest granularity the budget needs, no coarser (see the module docstring);
     ``transfers``: the device-transfer regions each step writes; ``event_us``: one region's
     cost measured here (``overhead.event-us``), which scales every cost; ``sample_every``:
-    the user's k (``overhead.sample-every``), None to let the budget choose.
+    the user's k (``overhead.sample-every``), None to let the budget choose; ``traced_step_us``:
+    what tracing a step costs in situ, measured on a sampled run (``overhead.traced-step-us``).
 
     When even the floor exceeds the budget, sampling replaces the coarsening: every region,
     on one step in k, the least k whose traced steps' cost, spread over k steps, fits what
@@ -155,7 +161,7 @@ def decide(step_time_s: float | None, budget: float, transfers: int = 0,
         full = decide(step_time_s, budget, transfers, event_us, sample_every=1).full_us
         return Granularity(budget=budget, full_us=full, transfers=transfers, event_us=event_us,
                            step_time_s=step_time_s, sample_every=sample_every, sample_set_by="config",
-                           kept_us=sampled_cost(full, sample_every))
+                           kept_us=sampled_cost(full, sample_every, traced_step_us))
     scale = event_us / COST_US["region"] if event_us else 1.0
     cost = {name: us * scale for name, us in COST_US.items()}
     fetch, compute = FETCH_REGIONS, COMPUTE_REGIONS
@@ -188,25 +194,28 @@ def decide(step_time_s: float | None, budget: float, transfers: int = 0,
         every = _update_every(allowed - regions(), cost["update"])
     kept = regions() + cost["update"] / every
     if kept > allowed and sample_every is None:
-        k = _sample_every(full, allowed)
+        k = _sample_every(full, allowed, traced_step_us)
         return Granularity(transfers=transfers, step_time_s=step_time_s, budget=budget, full_us=full,
-                           kept_us=sampled_cost(full, k), event_us=event_us, sample_every=k, sample_set_by="budget")
+                           kept_us=sampled_cost(full, k, traced_step_us), event_us=event_us, sample_every=k,
+                           sample_set_by="budget", traced_step_us=traced_step_us)
     return Granularity(every, "body" not in levers, "fold" in levers, "forward" in levers, transfers,
                        step_time_s, budget, full, kept, event_us)
 
 
-def sampled_cost(full_us: float, k: int) -> float:
+def sampled_cost(full_us: float, k: int, traced_step_us: float | None = None) -> float:
     """µs a step with 1 step in k traced: the traced share (:data:`FORCED_SHARE` and 1 in k of
-    the rest) at a traced step's in-situ cost, the others at the untraced step's."""
+    the rest) at a traced step's in-situ cost (measured, ``traced_step_us``, or the model's
+    every region x :data:`SAMPLED_STEP_FACTOR`), the others at the untraced step's."""
     traced = FORCED_SHARE + (1 - FORCED_SHARE) / k
     untraced = COST_US["untraced_step"]
-    return traced * full_us * SAMPLED_STEP_FACTOR + (1 - traced) * untraced
+    cost = traced_step_us if traced_step_us is not None else full_us * SAMPLED_STEP_FACTOR
+    return traced * cost + (1 - traced) * untraced
 
 
-def _sample_every(full_us: float, allowed_us: float) -> int:
+def _sample_every(full_us: float, allowed_us: float, traced_step_us: float | None = None) -> int:
     """The least k whose :func:`sampled_cost` fits ``allowed_us`` (:data:`MAX_SAMPLE_EVERY` when none does)."""
     for k in range(2, MAX_SAMPLE_EVERY + 1):
-        if sampled_cost(full_us, k) <= allowed_us:
+        if sampled_cost(full_us, k, traced_step_us) <= allowed_us:
             return k
     return MAX_SAMPLE_EVERY
 
@@ -236,4 +245,4 @@ class OverheadAnalysis(Pass):
             graph = ctx.analysis("callgraph")
             transfers = ctx.analysis("transfers").per_step(graph, lambda path: ctx.rule_enabled_for("ML-R17", path))
         return decide(step_time, ctx.config.get("overhead.budget"), transfers, ctx.config.get("overhead.event-us"),
-                      ctx.config.get("overhead.sample-every"))
+                      ctx.config.get("overhead.sample-every"), ctx.config.get("overhead.traced-step-us"))
