@@ -185,3 +185,15 @@ def test_a_sampled_run_gives_the_plan_its_step_and_what_tracing_one_costs(runs, 
     ms = float(line.split()[2])
     assert "untraced steps of" in line and "a traced step cost" in line, line
     assert 2.0 < ms < 20.0, line  # 3 ms of sleep a step (2 ms forward, 1 ms backward), and the loop
+
+
+def test_a_sampled_trace_cut_short_says_its_totals_are_low():
+    """A sampled process killed before its finalize wrote only its k: no counts to scale by."""
+    from dftpass.traces.sampling import Sampling
+
+    cut = Sampling.of_metadata({"dftpass.sampling.every": "8"})
+    assert cut is not None and cut.cut_short and not cut.sampled
+    assert "ended before writing its step counts" in cut.describe()
+    assert list(cut.weights([1, 2])) == [1.0, 1.0]
+    assert Sampling.of_metadata({"dftpass.sampling.every": "1"}) is None  # every step traced: not sampled
+    assert Sampling.of_metadata({"dftpass.sampling.every": "x"}) is None  # unreadable: not sampled

@@ -140,7 +140,7 @@ def compare(analyses: list[dict]) -> Comparison:
                   for o in analyses[1:]]
     unsteady = [v.reason for v in (judge.repeats_agree_on_work(a) for a in analyses) if v.same is False]
     sampled = [f"{a['label']}: {(a.get('sampling') or {})['text']}" for a in analyses
-               if (a.get("sampling") or {}).get("sampled")]
+               if (a.get("sampling") or {}).get("text")]
     return Comparison([a["label"] for a in analyses], [len(a["repeats"]) for a in analyses], rows, verdicts, impacts,
                       judgements, unsteady, sampled)
 

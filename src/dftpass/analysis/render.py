@@ -183,7 +183,7 @@ def _findings_lines(a: dict, diagnosis_shown: bool = False) -> list[str]:
 def sampling_lines(a: dict) -> list[str]:
     """``1 step in 8 traced (...); totals estimated``, and where the estimate may mislead."""
     sampling = a.get("sampling") or {}
-    if not sampling.get("sampled"):
+    if not sampling.get("text"):
         return []
     return [sampling["text"], *(f"caution: {w}" for w in sampling.get("warnings", []))]
 

@@ -206,8 +206,16 @@ class Sampling:
     def count_scale(self) -> float:
         return self.steps / self.traced if self.sampled else 1.0
 
+    @property
+    def cut_short(self) -> bool:
+        """Sampled, but the process ended before writing its counts (killed, no finalize)."""
+        return self.every > 1 and self.steps == 0
+
     def describe(self) -> str:
         """``1 step in 8 traced (61 of 480 steps, ...); totals estimated``."""
+        if self.cut_short:
+            return (f"1 step in {self.every} traced, but the process ended before writing its step counts (no "
+                    "finalize): the totals are the traced steps' only, and low")
         if not self.sampled:
             return ""
         return (f"1 step in {self.every} traced ({self.traced} of {self.steps} steps, the first {self.warmup} and "
