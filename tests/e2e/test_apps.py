@@ -80,19 +80,29 @@ def annotate_app(name: str, tmp: Path) -> tuple[Path, Path]:
     return src, out
 
 
-def three_runs(app: App, src: Path, annotated: Path, base: Path) -> tuple[list[str], Path]:
-    """Run the original, the annotated copy with tracing off and with tracing on; return their
-    stdouts and the traced run's trace folder."""
+#: the sampled run's k: small, so that these short programs leave steps untraced
+SAMPLE_EVERY = 3
+
+
+def three_runs(app: App, src: Path, annotated: Path, base: Path, sampled: bool = False) -> tuple[list[str], Path]:
+    """Run the original, the annotated copy with tracing off and with tracing on (and, with
+    ``sampled``, traced with 1 step in :data:`SAMPLE_EVERY` into ``traces-sampled``); return
+    their stdouts and the traced run's trace folder."""
     data = base / "data"
     stdouts = []
-    for label, folder, traced in (("original", src, False), ("off", annotated, False), ("on", annotated, True)):
+    runs = [("original", src, False), ("off", annotated, False), ("on", annotated, True)]
+    if sampled:
+        runs.append(("sampled", annotated, True))
+    for label, folder, traced in runs:
         out = base / label
         argv = [a.format(data=data, out=out) for a in app.argv]
         cwd = base / f"cwd-{label}"
         cwd.mkdir(parents=True)
-        prefix = base / "traces" / "trace" if traced else None
-        proc = run_program([sys.executable, str(folder / argv[0]), *argv[1:]], cwd, prefix,
-                           {"PYTHONPATH": str(folder)})
+        prefix = base / ("traces-sampled" if label == "sampled" else "traces") / "trace" if traced else None
+        extra = {"PYTHONPATH": str(folder)}
+        if label == "sampled":
+            extra["DFTPASS_SAMPLE_EVERY"] = str(SAMPLE_EVERY)
+        proc = run_program([sys.executable, str(folder / argv[0]), *argv[1:]], cwd, prefix, extra)
         assert not (cwd / "dft.log").exists(), f"{label}: dft.log left in the working directory"
         stdouts.append(proc.stdout)
     return stdouts, base / "traces"
@@ -103,7 +113,7 @@ def app_run(request, tmp_path_factory):
     app = BY_NAME[request.param]
     tmp = tmp_path_factory.mktemp(app.name)
     src, annotated = annotate_app(app.name, tmp)
-    stdouts, traces = three_runs(app, src, annotated, tmp / "runs")
+    stdouts, traces = three_runs(app, src, annotated, tmp / "runs", sampled=True)
     return app, annotated, tmp / "runs", stdouts, traces
 
 
@@ -120,11 +130,33 @@ def test_a_second_annotation_changes_nothing(app_run, cli):
 
 def test_the_program_computes_the_same_with_tracing_off_and_on(app_run):
     app, _, runs, stdouts, _ = app_run
-    assert stdouts[0] == stdouts[1] == stdouts[2]
+    assert stdouts[0] == stdouts[1] == stdouts[2] == stdouts[3]
     for name in app.outputs:
         original = (runs / "original" / name).read_bytes()
-        for label in ("off", "on"):
+        for label in ("off", "on", "sampled"):
             assert (runs / label / name).read_bytes() == original, f"{label}/{name} differs"
+
+
+def test_a_sampled_run_writes_fewer_step_events_and_counts_every_batch(app_run):
+    """The same program traced with 1 step in 3 (``DFTPASS_SAMPLE_EVERY``): the phases and the
+    root whole, fewer step events, and the analysis counts the batches the full trace counts
+    (from the loop's own counter) and says the run was sampled (issue 31)."""
+    from dftpass.analysis.work import batches_received
+    from dftpass.traces import summarize
+
+    app, _, runs, _, traces = app_run
+    full, sampled = trace_files(traces), trace_files(runs / "traces-sampled")
+    assert len(sampled) == len(full) == app.processes, [f.name for f in sampled]
+    seen = {label: Counter((e["cat"], e["name"]) for f in files for e in events_of(f))
+            for label, files in (("full", full), ("sampled", sampled))}
+    for key, count in seen["full"].items():
+        if key[0] in ("pipeline", "ai_root", "checkpoint"):
+            assert seen["sampled"][key] == count, key  # always written
+    steps = [k for k in seen["full"] if k[0] in ("compute", "dataloader")]
+    assert sum(seen["sampled"][k] for k in steps) < sum(seen["full"][k] for k in steps)
+    summary = summarize(sampled)
+    assert summary.sampling is not None and summary.sampling.every == SAMPLE_EVERY
+    assert batches_received(summary) == batches_received(summarize(full))
 
 
 def test_the_trace_holds_what_the_shape_should_give(app_run):

@@ -49,9 +49,14 @@ METRICS: dict[str, Metric] = {m.name: m for m in [
 ]}
 
 
+#: a process with these runs a batch loop: it trains, even as a child (a spawned DDP rank)
+_LOOP_KEYS = frozenset({(N.DATALOADER_CAT, N.FETCH_ITER), (N.DATALOADER_CAT, N.FETCH)})
+
+
 def in_training_processes(summary, keys) -> list:
-    """The cells of ``keys`` in the processes that are not DataLoader workers."""
-    workers = {(p.file, p.pid) for p in summary.workers()}
+    """The cells of ``keys`` in the processes that are not DataLoader workers: a child process
+    that runs a batch loop (a rank ``mp.spawn`` started) trains."""
+    workers = {(p.file, p.pid) for p in summary.workers() if not _LOOP_KEYS & p.by_key.keys()}
     return [cell for p in summary.processes.values() if (p.file, p.pid) not in workers
             for k, cell in p.by_key.items() if k in keys]
 
