@@ -124,6 +124,13 @@ def framework_run(request, tmp_path_factory):
                     events[(e["cat"], e["name"])] += 1
                     if e["cat"] == "checkpoint" and "io" in e["name"]:
                         images.append(e.get("args", {}).get("image_size"))
+    # the same, with the step regions of 1 step in 3 (issue 31): the callbacks' steps too
+    outs["sampled"] = tmp / "out-sampled"
+    argv = [a.format(data=data, out=outs["sampled"]) for a in app.argv]
+    code = main(["trace", "--label", "sampled", "--sample-every", "3", "--workspace", str(workspace), "--cwd",
+                 str(annotated), "--", "env", *(f"{k}={v}" for k, v in env.items()), "OMP_NUM_THREADS=1",
+                 sys.executable, *argv])
+    assert code == 0, f"the sampled run of {app.name} failed"
     return app, annotated, stdouts, outs, events, record, images
 
 
@@ -147,6 +154,37 @@ def test_the_program_computes_the_same_with_tracing_off_and_on(framework_run):
         original = (outs["original"] / name).read_bytes()
         assert original == (outs["off"] / name).read_bytes(), f"{name}: tracing off changed it"
         assert original == (outs["on"] / name).read_bytes(), f"{name}: tracing on changed it"
+
+
+def test_a_sampled_run_computes_the_same_and_writes_fewer_step_events(framework_run):
+    """``dftpass trace --sample-every 3``: the same files; the phases whole; the step regions
+    of fewer steps where the framework's loop is the clock (a fetch region or ``fetch.iter``);
+    the analysis reads the sampling back."""
+    from dftpass.traces import summarize
+
+    app, _, _, outs, events, *_ = framework_run
+    for name in app.outputs:
+        assert (outs["original"] / name).read_bytes() == (outs["sampled"] / name).read_bytes(), name
+    folder = outs["sampled"].parent / "ws" / "sampled" / "traces" / "raw" / "rep-1"
+    files = sorted(folder.glob("*.pfw.gz"))
+    sampled: Counter = Counter()
+    for path in files:
+        with gzip.open(path, "rt") as fh:
+            for line in fh:
+                e = json.loads(line) if line.strip() else {}
+                if e.get("ph") == 1:
+                    sampled[(e["cat"], e["name"])] += 1
+    for key, count in events.items():
+        if key[0] in ("pipeline", "ai_root"):
+            assert sampled[key] == count, (key, sampled[key], count)
+    summary = summarize(files)
+    clock = any(k[0] == "dataloader" for k in events)
+    if clock:  # a batch loop dftpass wraps (Keras fits inside TensorFlow's runtime: no clock, every step)
+        assert summary.sampling is not None and summary.sampling.sampled, summary.sampling
+        assert sum(c for k, c in sampled.items() if k[0] == "compute") < sum(
+            c for k, c in events.items() if k[0] == "compute")
+    else:
+        assert summary.sampling is None or not summary.sampling.sampled
 
 
 def test_the_trace_holds_what_the_framework_rules_place(framework_run):

@@ -196,4 +196,7 @@ def test_a_sampled_trace_cut_short_says_its_totals_are_low():
     assert "ended before writing its step counts" in cut.describe()
     assert list(cut.weights([1, 2])) == [1.0, 1.0]
     assert Sampling.of_metadata({"dftpass.sampling.every": "1"}) is None  # every step traced: not sampled
+    # a process with no batch loop to count (Keras fits inside TensorFlow): sampled nothing, says nothing
+    idle = Sampling.of_metadata({"dftpass.sampling.every": "8", "dftpass.sampling.steps": "0"})
+    assert not idle.cut_short and not idle.sampled and idle.describe() == ""
     assert Sampling.of_metadata({"dftpass.sampling.every": "x"}) is None  # unreadable: not sampled

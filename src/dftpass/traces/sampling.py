@@ -69,6 +69,8 @@ class Sampling:
     forced: int = 0
     #: traced steps over :data:`OUTLIER_RATIO` times their pass's median, counted once
     traced_outliers: int = 0
+    #: whether the process wrote its counts (at its finalize)
+    counted: bool = True
 
     @classmethod
     def of_metadata(cls, custom: dict, ns_per_unit: int = 1000) -> Sampling | None:
@@ -89,7 +91,7 @@ class Sampling:
                 pass
         if values.get("every", 1) <= 1:
             return None
-        return cls(**values)
+        return cls(**values, counted="steps" in values)
 
     def with_steps(self, wait_start, wait_end, wait_count, body_start, body_end, region_start,
                    region_end) -> Sampling:
@@ -159,7 +161,7 @@ class Sampling:
             order = np.argsort(start, kind="stable")
             spans = (start[order], end[order], weight[order])
         return Sampling(**values, passes=tuple(p for p, _ in pairs), regular=tuple(w for _, w in pairs),
-                        spans=tuple(spans))
+                        spans=tuple(spans), counted=self.counted and other.counted)
 
     def _regular(self) -> tuple[float, ...]:
         """The regular weight of each pass (its steps over its traced ones before the steps are known)."""
@@ -209,7 +211,7 @@ class Sampling:
     @property
     def cut_short(self) -> bool:
         """Sampled, but the process ended before writing its counts (killed, no finalize)."""
-        return self.every > 1 and self.steps == 0
+        return self.every > 1 and not self.counted
 
     def describe(self) -> str:
         """``1 step in 8 traced (61 of 480 steps, ...); totals estimated``."""
