@@ -30,7 +30,7 @@ from pathlib import Path
 from dftpass.core.writer import umask_mode
 
 #: bump when Summary, the spill layout or the busy series change
-FORMAT = 7
+FORMAT = 8
 #: the bytes hashed at each end of a file
 EDGE = 64 * 1024
 CACHE_DIR = ".dftpass-cache"
