@@ -324,7 +324,7 @@ def _sampled_iter(node, iterator, include_block, include_iter, iter_name, block_
         total = len(iterator)
     except Exception:  # an iterable without a length: its last step is not known in advance
         total = None
-    source = iter(iterator)
+    source = None  # made inside the first wait, as dftracer's iter does: a DataLoader starts its workers there
     index = 0
     scope_open = False
     gate = GATE
@@ -348,6 +348,8 @@ def _sampled_iter(node, iterator, include_block, include_iter, iter_name, block_
                     start = native.get_time()
             began = clock()
             try:
+                if source is None:
+                    source = iter(iterator)
                 value = next(source)
             except StopIteration:
                 gate.untick(on)

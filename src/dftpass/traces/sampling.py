@@ -10,10 +10,11 @@ over a loader with its span on the trace's clock and its own steps.
 steps, each pass's first and last) stand for themselves: they are the steps least like the
 others (workers starting, caches filling, a last short batch). The *regular* ones (every
 k-th) stand for the pass's other steps: each counts ``(steps - forced) / (traced - forced)``
-times, the pass's own ratio. An event counts as the traced step whose span it lies in (the
-wait's start to the body's end); a step event outside every traced step but inside a pass
-counts as a regular one; anything else (phases, checkpoints, evaluation outside a loop) was
-always written and counts once. Counting steps, not timing them: a traced step's body also
+times, the pass's own ratio. An event counts as the traced step whose span it lies in: from
+its wait's start to the next traced step of its pass (an untraced step writes no step event,
+so whatever lies between is the traced step's, a fetch region's body included); a step event
+before a pass's first traced step counts as a regular one; anything else (phases,
+checkpoints, evaluation outside a loop) was always written and counts once. Counting steps, not timing them: a traced step's body also
 holds the cost of tracing it, and a ratio of timed bodies read compute 16% low against the
 full trace (bench/overhead.py, docs/decisions.md).
 
@@ -114,10 +115,19 @@ class Sampling:
             counts.append(0)
         order = np.argsort(np.array(starts, np.int64), kind="stable")
         start = np.array(starts, np.int64)[order]
-        end = np.array(ends, np.int64)[order]
+        own_end = np.array(ends, np.int64)[order]  # the step itself: its wait and its body
         count = np.array(counts, np.int64)[order]
         passes = list(self.passes)
         owner = self._owner(start) if passes else np.full(len(start), -1)
+        # what a traced step wrote reaches to the next traced step of its pass (or the pass's
+        # end): an untraced step writes no step event, so every step event in between is its
+        # own (a fetch region's body has no event of its own to end its span)
+        limit = np.where(owner >= 0, np.array([p[1] for p in passes] + [0], np.int64)[owner], own_end)
+        by_pass = np.lexsort((start, owner))  # each pass's steps in order
+        following = limit.copy()
+        same = owner[by_pass][1:] == owner[by_pass][:-1]
+        following[by_pass[:-1][same]] = start[by_pass[1:][same]]
+        end = np.maximum(own_end, np.minimum(following, limit))
         own_steps = np.array([p[2] for p in passes] + [0], np.int64)[owner]
         forced = (count == 1) | ((count > 0) & (count == own_steps))
         forced[:min(self.warmup, len(forced))] = True  # the process's first steps are all traced
@@ -127,9 +137,9 @@ class Sampling:
             mine = owner == i
             # a traced step far longer than its pass's others stands for itself, as a forced
             # one: counted k times it would stand for k slow steps that were not
-            lengths = (end - start)[mine & (count > 0)]
+            lengths = (own_end - start)[mine & (count > 0)]
             if len(lengths) >= 3:
-                slow = mine & (count > 0) & ~forced & ((end - start) > OUTLIER_RATIO * np.median(lengths))
+                slow = mine & (count > 0) & ~forced & ((own_end - start) > OUTLIER_RATIO * np.median(lengths))
                 outliers |= slow
                 forced |= slow
             steps, traced, pinned = p[2], p[3], int((forced & mine).sum())
