@@ -3,13 +3,15 @@ in k, with the "off" path a counter and an attribute test.
 
 What it does
     ``install(every=k)`` (``initialize(sample_every=k)``, or ``DFTPASS_SAMPLE_EVERY=k`` in the
-    environment) turns the per-step subtrees of dftracer's ``ai`` tree (``compute``,
-    ``device``, ``comm``, ``data`` and the batch loop's ``dataloader.fetch``) into sampled
-    regions. The batch loop is the clock: each batch it hands out is a step, and the step is
-    traced when it is one of the first ``warmup`` steps of the process, the first or the last
-    step of a pass over the loader (its length known), or every k-th step after the warm-up.
-    An untraced step writes no event at all; the phase, epoch, evaluation and checkpoint
-    regions (``pipeline``, ``checkpoint``, ``other``) are always written.
+    environment, which rules) turns the per-step subtrees of dftracer's ``ai`` tree
+    (``compute``, ``device``, ``comm``, ``data``, ``dataloader``) into sampled regions. The
+    batch loop is the clock: each batch ``fetch.iter`` hands out (or each ``fetch`` region
+    around ``next(it)``) is a step, traced when it is one of the process's first ``warmup``
+    steps, the first or the last step of a pass over the loader (its length known), or every
+    k-th step after the warm-up. An untraced step writes no event, and its ``update`` calls
+    are dropped (the traced step's own update sets its values). The phase, epoch, evaluation
+    and checkpoint regions (``pipeline``, ``checkpoint``, ``other``) are always written, and
+    so is everything between two passes.
 
 Why not dftracer's own ``enable()``/``disable()``
     ``fetch.iter`` reads the flag at each point of its cycle, so a step switched off between
@@ -17,25 +19,26 @@ Why not dftracer's own ``enable()``/``disable()``
     step's ``fetch.block`` read 26.9 ms (docs/decisions.md, "Sampled step regions need
     dftpass's own gate"). Here a region decides when it opens and closes on the same decision,
     and the batch loop's events are written by a sampled iterator with dftracer's names, cat,
-    arguments and event scopes.
+    arguments and event scopes (its first wait holds the making of the loader's iterator,
+    where a DataLoader starts its workers).
 
 What the trace says
-    Every step is timed, traced or not (two clock reads): the process's trace ends with
-    ``CM`` lines ``dftpass.sampling.*``: k, the warm-up, the steps and the traced steps, the
-    wait for the batch and the loop body over all steps and over the traced ones, and the
-    longest wait and body among the untraced steps. The analysis scales the traced events by
-    those ratios (``dftpass.traces.sampling``) and can say when an untraced step was an
-    outlier. The ``count`` argument of a traced ``fetch.iter`` event is its step in the pass.
+    The process's trace ends with ``CM`` lines ``dftpass.sampling.*`` (written when it
+    finalizes): k, the warm-up, the steps and the traced steps, every step's wait and body
+    timed (traced or not), the longest untraced ones, and each pass with its span on the
+    trace's clock. The analysis counts each traced step for the steps it stands for
+    (``dftpass.traces.sampling``). The ``count`` argument of a traced ``fetch.iter`` event is
+    its step in the pass.
 
 What it leaves alone
     DataLoader worker processes trace every sample: the overlap of loading and compute is
     measured bucket by bucket, and a worker sampled on its own counter would load beside
-    untraced steps (docs/decisions.md, "Sampled steps, traced workers"). A forked child
-    starts with the gate open and no counters.
+    untraced steps (docs/decisions.md, "Sampled steps: how the gate works"). A forked child
+    starts with the gate open and no counts.
 
-Costs (``python bench/sampling_gate.py``): the tick ~0.3 µs a step with the clock reads; a
-gated region's test well under a microsecond; tracing off (``DFTRACER_ENABLE`` unset)
-installs nothing.
+Costs: an untraced step +1.1% ± 1 of a 0.9 ms step in situ against tracing off
+(bench/overhead.py and docs/performance.md, "Sampled steps"); tracing off
+(``DFTRACER_ENABLE`` unset) installs nothing.
 """
 
 from __future__ import annotations
