@@ -13,7 +13,7 @@ from pathlib import Path
 
 from dftpass import __version__
 from dftpass.core import log
-from dftpass.commands.common import add_config_options, add_format_options
+from dftpass.commands.common import add_config_options, add_format_options, positive_int
 from dftpass.core.errors import EXIT_FINDINGS, EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, UserError
 from dftpass.core.manager import PluginError, call_hook, make_plugin_manager
 
@@ -47,16 +47,6 @@ def _seconds(text: str) -> float | Path:
     return value
 
 
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        value = 0
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"{text!r} is not an integer >= 1")
-    return value
-
-
 def _add_pipeline_options(p: argparse.ArgumentParser, plugin_pm=None) -> None:
     p.add_argument("project", type=Path, help="the project's root folder")
     add_config_options(p)
@@ -66,7 +56,7 @@ def _add_pipeline_options(p: argparse.ArgumentParser, plugin_pm=None) -> None:
                    help="the training step's time (e.g. 0.001), or a traced run (its folder) whose median "
                         "train step is read: coarsen the regions a step writes so that tracing costs at most "
                         "overhead.budget (3%%) of it")
-    p.add_argument("--sample-every", type=_positive_int, metavar="K",
+    p.add_argument("--sample-every", type=positive_int, metavar="K",
                    help="write the regions of one training step in K (overhead.sample-every; the first steps and "
                         "each pass's first and last always): for steps too short for the budget")
     add_format_options(p, ("text", "json", "sarif"))

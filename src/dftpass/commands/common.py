@@ -47,6 +47,17 @@ def add_output_options(p) -> None:
     p.add_argument("-q", "--quiet", action="store_true", default=argparse.SUPPRESS, help="warnings and errors only")
 
 
+def positive_int(text: str) -> int:
+    """An option's integer >= 1 (``--sample-every K``)."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an integer >= 1")
+    return value
+
+
 def step_time_of(given: float | Path, measured: dict | None = None) -> float:
     """``--step-time``: seconds as given, or the median train step of a traced run (said on
     stderr: the plan's budget rests on it). A sampled run says more: its untraced steps'

@@ -6,7 +6,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from dftpass.commands.common import UsageError, add_config_options, load
+from dftpass.commands.common import UsageError, add_config_options, load, positive_int
 
 
 
@@ -48,9 +48,6 @@ def cmd_trace(args: argparse.Namespace) -> int:
 
     from dftpass.commands.optimize import output_options
 
-    if args.sample_every is not None and args.sample_every < 1:
-        raise UsageError(f"--sample-every {args.sample_every}: an integer >= 1 (1: every step traced)")
-
     try:
         run = trace(args.workspace, args.label, command, cwd=args.cwd, data_dir=data_dir, repeats=args.repeat,
                     append=args.append, chunk_mb=config.get("trace.chunk-mb"), compact=not args.no_compact,
@@ -81,7 +78,7 @@ def add_parser(sub) -> None:
     p.add_argument("--no-compact", action="store_true", help="keep only the raw traces")
     p.add_argument("--aggregate", action="store_true", help="dftracer's selective aggregation on (hot events "
                    "folded into counts and sums); off by default, whatever the environment says")
-    p.add_argument("--sample-every", type=int, metavar="K", help="trace the regions of one training step in K "
+    p.add_argument("--sample-every", type=positive_int, metavar="K", help="trace the regions of one training step in K "
                    "(over the program's own k; overhead.sample-every); 1: every step")
     p.add_argument("--applies", action="append", default=[], metavar="PROPOSAL",
                    help="the proposal id(s) this run applies (compare then measures their real impact)")

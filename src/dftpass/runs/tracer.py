@@ -262,6 +262,16 @@ def why_no_traces(command: Sequence[str], cwd: Path) -> str:
             "validate` on its folder says), or it exited before initializing (os._exit, a crash at start-up)")
 
 
+def _sampling_record(sample_every: int | None, env: dict[str, str]) -> dict:
+    """What ``run.json`` says of the step sampling (``sample_every`` was put in ``env`` already)."""
+    given = env.get(emitter.SAMPLING_ENV_EVERY, "")
+    if sample_every is not None:
+        return {"every": sample_every, "set_by": "--sample-every"}
+    if given.isdigit():
+        return {"every": int(given), "set_by": emitter.SAMPLING_ENV_EVERY}
+    return {"every": None, "set_by": "the program (initialize(sample_every=k) when its annotation chose one)"}
+
+
 def trace(workspace: Path, label: str, command: Sequence[str], *, cwd: Path | None = None,
           data_dir: str | None = None, repeats: int = 1, append: bool = False, chunk_mb: int = 64,
           compact: bool = True, env: dict[str, str] | None = None, applies: Sequence[str] = (),
@@ -312,11 +322,7 @@ def trace(workspace: Path, label: str, command: Sequence[str], *, cwd: Path | No
     record["aggregation"] = None if baseline else (
         {"enabled": True, "type": emitter.AGGREGATION_SELECTIVE, "set_by": "--aggregate"} if aggregate
         else {"enabled": False, "set_by": "dftpass (the default: every event written)"})
-    record["sampling"] = None if baseline else (
-        {"every": sample_every, "set_by": "--sample-every"} if sample_every is not None else
-        {"every": int(base_env[emitter.SAMPLING_ENV_EVERY]), "set_by": emitter.SAMPLING_ENV_EVERY}
-        if base_env.get(emitter.SAMPLING_ENV_EVERY, "").isdigit() else
-        {"every": None, "set_by": "the program (initialize(sample_every=k) when its annotation chose one)"})
+    record["sampling"] = None if baseline else _sampling_record(sample_every, base_env)
     first = len(record["repeats"]) + 1
     try:
         for k in range(first, first + repeats):

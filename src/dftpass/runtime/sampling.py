@@ -148,8 +148,8 @@ class Gate:
 
     def figures(self) -> dict[str, object]:
         """What the trace's metadata says (:data:`META_PREFIX` + key)."""
-        return {"passes": json.dumps(self.passes, separators=(",", ":")), "every": self.every, "warmup": self.warmup, "steps": self.steps, "traced": self.traced,
-                "wait_ns": self.wait_ns, "wait_traced_ns": self.wait_traced_ns,
+        return {"passes": json.dumps(self.passes, separators=(",", ":")), "every": self.every,
+                "warmup": self.warmup, "steps": self.steps, "traced": self.traced, "wait_ns": self.wait_ns, "wait_traced_ns": self.wait_traced_ns,
                 "body_ns": self.body_ns, "body_traced_ns": self.body_traced_ns,
                 "untraced_wait_max_ns": self.untraced_wait_max_ns,
                 "untraced_body_max_ns": self.untraced_body_max_ns}
@@ -164,12 +164,7 @@ _CLASSES: dict[tuple[type, object], type] = {}
 def every_from_env(default: int | None) -> int:
     """k: the environment's ``DFTPASS_SAMPLE_EVERY`` over the annotation's, else 1."""
     raw = os.environ.get(ENV_EVERY, "").strip()
-    if raw:
-        try:
-            return max(1, int(raw))
-        except ValueError:
-            return max(1, int(default or 1))
-    return max(1, int(default or 1))
+    return max(1, int(raw) if raw.isdigit() else int(default or 1))
 
 
 def install(every: int, warmup: int | None = None, log=None) -> Gate | None:
@@ -236,7 +231,8 @@ def _write_on_finalize(log) -> None:
 
 
 def _region_class(base: type) -> type:
-    """A node class whose regions open only on traced steps, and whose updates wait for one."""
+    """A node class whose regions open only on traced steps, and whose updates are dropped on
+    untraced ones."""
 
     class Sampled(base):
         def __enter__(self):
@@ -333,22 +329,14 @@ def _sampled_iter(node, iterator, include_block, include_iter, iter_name, block_
     gate = GATE
     gate.open_pass(native.get_time() if native is not None else 0)
     last = total - 1 if total is not None else -1
-    every, warmup = gate.every, gate.warmup
     try:
         while True:
-            # the gate's tick and account, inlined: an untraced step's whole cost is here
-            n = gate.steps
-            gate.steps = n + 1
-            on = index == 0 or index == last or n < warmup or (n - warmup) % every == 0
-            gate.on = on
-            traced = False
-            if on:
-                gate.traced += 1
-                traced = native is not None and profiler._enable
-                if traced:
-                    native.enter_event()
-                    scope_open = True
-                    start = native.get_time()
+            on = gate.tick(first=index == 0, last=index == last)
+            traced = on and native is not None and profiler._enable
+            if traced:
+                native.enter_event()
+                scope_open = True
+                start = native.get_time()
             began = clock()
             try:
                 if source is None:
@@ -366,16 +354,7 @@ def _sampled_iter(node, iterator, include_block, include_iter, iter_name, block_
             yield value
             done = clock()
             index += 1
-            if not on:
-                wait, body = got - began, done - got
-                gate.wait_ns += wait
-                gate.body_ns += body
-                if wait > gate.untraced_wait_max_ns:
-                    gate.untraced_wait_max_ns = wait
-                if body > gate.untraced_body_max_ns:
-                    gate.untraced_body_max_ns = body
-                continue
-            gate.account(True, got - began, done - got)
+            gate.account(on, got - began, done - got)
             if traced:
                 t1 = native.get_time()
                 profiler._arguments_int[ITER_COUNT_NAME] = TagValue(index, TagDType.INT, TagType.KEY).value()

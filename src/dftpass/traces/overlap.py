@@ -174,7 +174,8 @@ def _figures(busy: ClassBusy, labels_of, phase: int | None, instants_of=None, sa
         buckets, values = _in(series, labels_of, phase)
         return float((values * weight(buckets, kind)).sum()) / 1e9
 
-    workers_s = seconds(busy.total(LOADING_IN_WORKERS), "none") if sampled else None
+    # the workers are never sampled: loading seen only in the training process is its own
+    workers_s = seconds(busy.total(LOADING_IN_WORKERS), "none")
     in_main = sampled and not workers_s
     batch_idx, batch_n = _in(busy.total(BATCHES), instants_of, phase)
     scales = {N.COMPUTE_CAT: "body", N.DATALOADER_CAT: "loop", N.DATA_CAT: "wait" if in_main else "none"}
@@ -182,7 +183,7 @@ def _figures(busy: ClassBusy, labels_of, phase: int | None, instants_of=None, sa
                 loading_s=float((b * weight(b_idx, "wait")).sum() if in_main else b.sum()) / 1e9,
                 overlap_s=float((np.maximum(a[ia] + b[ib] - width, 0) * weight(a_idx[ia], "body")).sum()) / 1e9,
                 loading_main_s=seconds(busy.total(LOADING_IN_MAIN), "wait"),
-                loading_workers_s=seconds(busy.total(LOADING_IN_WORKERS), "none"),
+                loading_workers_s=workers_s,
                 fetch_wait_s=seconds(busy.get(FETCH_WAIT), "wait"), fetch_block_s=seconds(busy.get(FETCH_BODY)),
                 batches=int(round(float((batch_n * weight(batch_idx, "count", instants=True)).sum()))),
                 categories={name: round(seconds(busy.total(CATEGORY_SERIES + i),

@@ -99,24 +99,24 @@ class Sampling:
         """The traced steps found in the trace: the loop's waits (``fetch.iter``, with their place
         in the pass) joined to the body that follows (``fetch.block``), and the fetch regions
         around ``next(it)``; each weighed as forced or regular in its pass (module docstring)."""
-        order = np.argsort(body_start, kind="stable")
-        body_start, body_end = np.asarray(body_start)[order], np.asarray(body_end)[order]
-        starts, ends, counts = [], [], []
-        for start, end, count in zip(wait_start, wait_end, wait_count):
-            i = int(np.searchsorted(body_start, end))
-            if i < len(body_start) and body_start[i] - end <= _BODY_GAP_NS:
-                end = body_end[i]
-            starts.append(int(start))
-            ends.append(int(end))
-            counts.append(int(count))
-        for start, end in zip(region_start, region_end):
-            starts.append(int(start))
-            ends.append(int(end))
-            counts.append(0)
-        order = np.argsort(np.array(starts, np.int64), kind="stable")
-        start = np.array(starts, np.int64)[order]
-        own_end = np.array(ends, np.int64)[order]  # the step itself: its wait and its body
-        count = np.array(counts, np.int64)[order]
+        def array(values) -> np.ndarray:
+            return np.asarray(values, np.int64).reshape(-1)
+
+        order = np.argsort(array(body_start), kind="stable")
+        body_start, body_end = array(body_start)[order], array(body_end)[order]
+        wait_end = array(wait_end)
+        # each wait's body: the body event that starts right after it, where there is one
+        i = np.searchsorted(body_start, wait_end)
+        has = i < len(body_start)
+        has[has] = body_start[i[has]] - wait_end[has] <= _BODY_GAP_NS
+        waited = wait_end.copy()
+        waited[has] = body_end[i[has]]
+        region_start = array(region_start)
+        starts = np.concatenate([array(wait_start), region_start])
+        order = np.argsort(starts, kind="stable")
+        start = starts[order]
+        own_end = np.concatenate([waited, array(region_end)])[order]  # the step itself: its wait and body
+        count = np.concatenate([array(wait_count), np.zeros(len(region_start), np.int64)])[order]
         passes = list(self.passes)
         owner = self._owner(start) if passes else np.full(len(start), -1)
         # what a traced step wrote reaches to the next traced step of its pass (or the pass's
