@@ -155,14 +155,17 @@ class RunContext:
         """Whether the edit lands in code only untraced programs run (the programs analysis)."""
         if "untraced" not in self._cache:
             graph = self._compute("callgraph")
-            index: dict[str, list[tuple]] = {}
-            for function_id in self._compute("programs").untraced():
-                if function_id in graph.functions:
-                    fs, fn = graph.functions[function_id]
-                    index.setdefault(fs.relpath, []).append(fn.stmt)
+            untraced = self._compute("programs").untraced()
+            index: dict[str, list[tuple[tuple, bool]]] = {}
+            for function_id, (fs, fn) in graph.functions.items():
+                index.setdefault(fs.relpath, []).append((fn.stmt, function_id in untraced))
             self._cache["untraced"] = index
         target = edit_target(edit)
-        return any(target[:len(stmt)] == stmt for stmt in self._cache["untraced"].get(relpath, ()))
+        # the innermost function holding the edit decides (a module's scope holds every
+        # statement of its file, its classes' methods included: those have their own say)
+        holders = [(len(stmt), dropped) for stmt, dropped in self._cache["untraced"].get(relpath, ())
+                   if target[:len(stmt)] == stmt]
+        return max(holders)[1] if holders else False
 
     def starts_tracing(self, relpath: str) -> None:
         """Say that the file starts tracing: the edits planned for it initialize dftracer, so

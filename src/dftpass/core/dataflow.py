@@ -497,6 +497,11 @@ class DataFlow:
         g = self.graph
         node, fid, depth = item.node, item.function, item.depth
         fs = g.file_of(fid)
+        # the statement that draws it (a ``for``, or the ``next()`` statement): whatever the
+        # iterable turns out to be, this is where the value was drawn
+        site = self._site("loop", fid, node, depth, item.stmt)
+        if site not in trace.sites:
+            trace.sites.append(site)
         if isinstance(node, ast.Call):
             callee = dotted(node.func) or ""
             last = callee.rsplit(".", 1)[-1]

@@ -104,6 +104,12 @@ class LoopFacts:
     made: tuple[tuple[str, StmtPath, int], ...] = ()
     #: found by batch provenance (not by the names and shapes of the loop)
     by_flow: bool = False
+    #: found by the step alone (issue 39): what the body shows ("trains: loss.backward()"),
+    #: when neither names nor provenance proved where the batch comes from
+    anchored: str | None = None
+    #: an epoch loop of full-batch training: the project functions it calls once an epoch that
+    #: each run one training step on the whole data (pygcn's ``train(epoch)``)
+    full_batch: tuple[str, ...] = ()
 
     @property
     def wraps_iterable(self) -> bool:
@@ -165,6 +171,12 @@ class LoopAnalysis:
     consumers: Callable[[str, set[int]], list[tuple[int, bool]]] = lambda function_id, loops: []
     #: does the loop body (those loops of the function) train: a backward pass or an optimizer step?
     trains: Callable[[str, set[int]], bool] = lambda function_id, loops: False
+    #: what a loop body shows of a step, whatever it iterates (knowledge): "trains: ..." /
+    #: "evaluates: ..." or None; (function id, the loop and its accumulation loops, the loop's variables)
+    anchor: Callable[[str, set[int], tuple[str, ...]], str | None] = lambda function_id, inside, targets: None
+    #: does the function run a training step outside any loop of its own (knowledge): a
+    #: full-batch step (``def train(epoch): ...; loss.backward(); optimizer.step()``)
+    trains_once: Callable[[str], bool] = lambda function_id: False
     #: batch provenance's walker (:class:`dftpass.core.dataflow.DataFlow`), when the files can be read
     dataflow: Any = None
     facts: dict[tuple[str, int], LoopFacts] = attrs.field(factory=dict)
@@ -260,6 +272,20 @@ class LoopAnalysis:
                         result = True
         self._generators[function_id] = result
         return result
+
+    def _passes_through(self, function_id: str) -> bool:
+        """A generator whose batch loop iterates one of its own parameters
+        (``def log_every(self, iterable, freq): for obj in iterable: yield obj``): a wrapper
+        of whatever loader its caller hands it, not a loader of its own."""
+        fn = self.graph.fn(function_id)
+        params = set(fn.params)
+        for _, loops, _ in fn.yields:
+            for index in loops:
+                loop = fn.loops[index]
+                texts = [loop.core, *(a for layer in loop.layers for a in layer.args[:1])]
+                if any(t in params for t in texts if t):
+                    return True
+        return False
 
     def _delegates_to_loader(self, function_id: str) -> bool:
         """A generator that hands on a loader's batches with ``yield from loader``."""
@@ -446,15 +472,20 @@ class LoopAnalysis:
         else:
             facts.subject = loop.core or loop.iter_text
         feeders = self._feeders(fs, fn, loop, k) if wrapped is None else ()
+        # a generator that passes what it is handed through (``log_every(loader)``, a
+        # prefetcher, a progress wrapper) is the loop's own iterable: the wait is the loop's
+        through = tuple(f for f in feeders if self._passes_through(f))
+        feeders = () if through else feeders
         fed = bool(feeders)
         facts.feeders = feeders
-        loader = not fed and (wrapped == "dataloader.fetch" or self._iterable_is_loader(fs, fn, loop)
+        loader = not fed and (bool(through) or wrapped == "dataloader.fetch" or self._iterable_is_loader(fs, fn, loop)
                               or self._generator_of_steps(fs, fn, loop, k))
         if loader or fed:
             facts.kind = "batch"
             facts.style = "fed" if fed else "iter"
             facts.reason = (f"iterates {facts.subject}, a generator over a data loader" if fed
-                            else f"iterates {facts.subject}, a data loader")
+                            else f"iterates {facts.subject}, which passes a data loader's batches through"
+                            if through else f"iterates {facts.subject}, a data loader")
             facts.yields_batches = fn.is_generator and any(loop.index in loops for _, loops, _ in fn.yields)
         self._ints(facts)
 
@@ -540,12 +571,102 @@ class LoopAnalysis:
         for function_id, (fs, fn) in g.functions.items():
             for loop in fn.loops:
                 self.facts[(function_id, loop.index)] = self._classify(function_id, fs, fn, loop)
+        self._anchor_on_steps()
         self._innermost_batches()
         self._steps_inside_steps()
         self._library_sources()
         self._mark_epochs()
         self._mark_splits()
         return self
+
+    # -- the step's own evidence (issue 39) ---------------------------------------------------
+    #: iterables that count rather than fetch: a loop over them that trains has no fetch to time
+    _COUNTING = frozenset({"range", "trange", "count", "repeat", "arange"})
+
+    def _anchor_on_steps(self) -> None:
+        """A loop that names and provenance left unexplained is a batch loop when its body
+        runs a step (``anchor``: a backward pass or an optimizer step, in the body or in a
+        function it calls; or a model call without gradients on what the loop draws). Its
+        fetch is what it iterates, or the ``next()`` it takes, whatever produced them: an
+        expert needs no proof of the loader to see a training step. Only the innermost such
+        loop is one: a loop whose body reaches another training batch loop (its function's or
+        one it calls) is around it, an epoch loop."""
+        candidates: dict[tuple[str, int], str] = {}
+        for (function_id, index), facts in self.facts.items():
+            if facts.kind != "other":
+                continue
+            fs, fn = self.graph.functions[function_id]
+            loop = facts.loop
+            if self._is_accumulation(fn, loop) or any(index in loops for _, loops, _ in fn.yields):
+                continue  # part of its parent's step; a generator's loop (its consumer steps)
+            owner = self.graph.class_of_method(function_id)
+            if owner is not None and self.graph.is_module_class(owner):
+                continue  # a model's own loop (sampling in ``generate``) draws no batches
+            inside = {index, *self._accumulation_children(fn, loop)}
+            evidence = self.anchor(function_id, inside, loop.target_names)
+            if evidence and self._fetch_of(facts, fs, fn, loop):
+                candidates[(function_id, index)] = evidence
+        if not candidates:
+            return
+        training = {key for key, f in self.facts.items() if f.kind == "batch"} | \
+            {key for key, e in candidates.items() if e.startswith("trains")}
+        holders = self._functions_reaching({fid for fid, _ in training})
+        for (function_id, index), evidence in sorted(candidates.items()):
+            others = training - {(function_id, index)}
+            if self._loop_reaches(function_id, index, others, holders - {function_id} if any(
+                    fid == function_id for fid, _ in others) else holders):
+                continue  # around another batch loop: an epoch loop (or a sweep), not a batch loop
+            facts = self.facts[(function_id, index)]
+            fs, fn = self.graph.functions[function_id]
+            self._anchor(facts, fs, fn, evidence)
+
+    def _fetch_of(self, facts: LoopFacts, fs: FileSummary, fn: FunctionSummary, loop: LoopSummary) -> bool:
+        """Whether the loop has a fetch to place by its shape alone: a ``next()`` statement in
+        its body, or an iterable that is not a count (``range``) or a literal."""
+        if self._anchor_nexts(facts.function, fn, loop):
+            return True
+        if loop.kind != "for" or loop.literal_iter or loop.iter_text.endswith(".items()"):
+            return False
+        heads = [_last(layer.callee) for layer in loop.layers
+                 if _last(layer.callee) not in ("enumerate", "tqdm", "track", "zip")]
+        if heads[:1] and heads[0] in self._COUNTING:
+            return False
+        zipped = [layer for layer in loop.layers if _last(layer.callee) == "zip"]
+        if zipped and all(a and _last(a.split("(")[0]) in self._COUNTING for a in zipped[0].args):
+            return False
+        return True
+
+    def _anchor_nexts(self, function_id: str, fn: FunctionSummary, loop: LoopSummary):
+        """The ``x = next(it)`` statements of the loop's step (its accumulation loops' too),
+        leaving out counters (``next(itercount)`` of ``itertools.count()``)."""
+        calls = (*loop.next_calls, *(n for i in self._accumulation_children(fn, loop) for n in fn.loops[i].next_calls))
+        g = self.graph
+        out = []
+        for n in calls:
+            if not n.iterator:
+                continue
+            origins = g.values.of(function_id, n.iterator) if g.values is not None else frozenset()
+            if origins and all(origin_kind(o) == "ext" and _last(origin_subject(o)) == "count" for o in origins):
+                continue
+            out.append(n)
+        return out
+
+    def _anchor(self, facts: LoopFacts, fs: FileSummary, fn: FunctionSummary, evidence: str) -> None:
+        loop = facts.loop
+        what = evidence.split(": ", 1)[-1]
+        nexts = self._anchor_nexts(facts.function, fn, loop)
+        if nexts:
+            facts.kind, facts.style = "batch", "next"
+            facts.fetch_regions = tuple(dict.fromkeys(n.region for n in nexts))
+            facts.subject = nexts[0].iterator or ""
+            facts.reason = f"runs a step ({what}) on what next({facts.subject}) returns: the step shows the fetch"
+            self._ints(facts)
+        else:
+            self._classify_iterable(facts, fs, fn, loop)
+            facts.kind, facts.style = "batch", facts.style if facts.kind == "batch" else "iter"
+            facts.reason = f"runs a step ({what}) on what it iterates, {facts.subject}: the step shows the fetch"
+            facts.yields_batches = False
+        facts.anchored = evidence
 
     def _innermost_batches(self) -> None:
         """A loop around another batch loop of its function is not one itself (a burn-in
@@ -574,10 +695,10 @@ class LoopAnalysis:
         """A loop batch provenance found inside a function that another batch loop's body calls
         (a microbatch loop in ``forward_backward``, called by ``run_step`` in the training loop)
         is part of that loop's step, not a batch loop of its own."""
-        flow = [f for f in self.facts.values() if f.kind == "batch" and f.by_flow]
+        flow = [f for f in self.facts.values() if f.kind == "batch" and (f.by_flow or f.anchored)]
         if not flow:
             return
-        named = [f for f in self.facts.values() if f.kind == "batch" and not f.by_flow]
+        named = [f for f in self.facts.values() if f.kind == "batch" and not (f.by_flow or f.anchored)]
         inside: set[str] = set()
         for facts in named + flow:
             for call, targets in self.graph.calls_with_targets(facts.function):
@@ -587,7 +708,7 @@ class LoopAnalysis:
         for facts in flow:
             if facts.function in inside:
                 facts.kind, facts.style, facts.producers, facts.made, facts.sources = "other", "iter", (), (), ()
-                facts.fetch_regions, facts.by_flow = (), False
+                facts.fetch_regions, facts.by_flow, facts.anchored = (), False, None
                 facts.reason = "runs inside the step of another batch loop"
 
     def _library_sources(self) -> None:
@@ -697,8 +818,37 @@ class LoopAnalysis:
         # not over a literal (``for split in ['train', 'val']``) nor a mapping's items
         return loop.kind == "for" and not loop.literal_iter and not loop.iter_text.endswith(".items()")
 
+    def _full_batch_epochs(self, batch: set[tuple[str, int]]) -> None:
+        """A loop named for epochs (``for epoch in range(args.epochs):``) that calls a project
+        function which trains once, outside any loop of its own, and reaches no batch loop:
+        full-batch training, one step an epoch. The loop is the epoch loop; the function is
+        the training phase (ML-R2)."""
+        reach_batch = self._functions_reaching({fid for fid, _ in batch})
+        pattern = re.compile(self.options.epoch_name_pattern)
+        for (function_id, index), facts in self.facts.items():
+            loop = facts.loop
+            if facts.kind != "other" or not self._epoch_shaped(facts) or not any(
+                    pattern.search(n) for n in (*loop.target_names, loop.iter_text, *loop.test_names, *loop.counters)):
+                continue
+            if self._loop_reaches(function_id, index, batch, reach_batch):
+                continue
+            fn = self.graph.fn(function_id)
+            steps = []
+            for i, call in enumerate(fn.calls):
+                if call.loops and call.loops[-1] == index:
+                    for t in self.graph.targets(function_id, i):
+                        if t not in steps and not any(f.kind == "batch" for f in self.loops_of(t)) \
+                                and self.trains_once(t):
+                            steps.append(t)
+            if steps:
+                facts.kind, facts.full_batch = "epoch", tuple(steps)
+                names = ", ".join(t.rsplit("::", 1)[-1] + "()" for t in steps)
+                facts.reason = f"full-batch training: each iteration runs one step, {names}"
+                facts.int_var = facts.int_var or (loop.single_target if loop.kind == "for" else facts.counter)
+
     def _mark_epochs(self) -> None:
         batch = {k for k, f in self.facts.items() if f.kind == "batch"}
+        self._full_batch_epochs(batch)
         reach_batch = self._functions_reaching({fid for fid, _ in batch})
         candidates = {
             (function_id, index) for (function_id, index), f in self.facts.items()

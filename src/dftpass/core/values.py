@@ -285,6 +285,12 @@ class Values:
                 if held:
                     return set(held)
         if (method if dot else callee) in self.hints.opaque_calls:
+            # a registry or hub builds what it is asked for; a project's own factory that
+            # only ever returns project instances (``load_model(h)``: ``Tacotron2(h).cuda()``)
+            # says what it builds
+            own = self._project_returns(fid, callee, depth + 1)
+            if own and all(kind(o) == "inst" for o in own):
+                return own
             return {f"ext:{qualified}()"}
         if qualified in self.hints.partial_calls:
             call = g.call_in(fid, callee)
@@ -299,7 +305,8 @@ class Values:
                 if held:
                     return set(held) | {f"ext:{qualified}()"}
         out: set[str] = set()
-        for origin in self._callables(fid, callee, depth + 1):
+        callables = self._callables(fid, callee, depth + 1)
+        for origin in callables:
             k, s = kind(origin), subject(origin)
             if k == "class":
                 out.add(f"inst:{s}")
@@ -311,8 +318,18 @@ class Values:
                     out |= self.returns_of(target, depth + 1)
             elif k == "ext":
                 out.add(f"ext:{s}()")
-        if not out and not dot:
+        if not out and not dot and not callables:
+            # nothing in the project by that name; a project function whose returns are not
+            # known yet (a cycle cut short) is not "outside the project"
             return {f"ext:{qualified}()"}
+        return out
+
+    def _project_returns(self, fid: str, callee: str, depth: int) -> set[str]:
+        """What the project functions ``callee`` names return (empty when it names none)."""
+        out: set[str] = set()
+        for origin in self._callables(fid, callee, depth):
+            if kind(origin) == "func":
+                out |= self.returns_of(subject(origin), depth + 1)
         return out
 
     def returns_of(self, function_id: str, depth: int = 0) -> frozenset[str]:
@@ -342,6 +359,12 @@ class Values:
             targets = g.dispatch(cid, method)
             if targets:
                 return {f"func:{t}" for t in targets}
+        head = base.split(".", 1)[0]
+        if "(" not in base and head in fs.imports and head not in self._local_names(fid):
+            # ``import utils`` then ``utils.MetricLogger()``: the project's class, not ``ext:``
+            target = g._resolve_name(fs, callee)
+            if target:
+                return {self._ref(target)}
         out: set[str] = set()
         for origin in self.of(fid, base, depth):
             k, s = kind(origin), subject(origin)

@@ -177,7 +177,7 @@ def build(graph, loops) -> Provenance:
         per_batch.discard(facts.function)
         per_batch |= _step_reach(graph, facts, sites, per_batch)
         data_side = _data_side(graph, facts, sites)
-        sites = [s for s in sites if s.kind != "transfer" or _moves_data(flow, s)]
+        sites = [s for s in sites if s.kind != "transfer" or _moves_data(flow, s, facts)]
         chains.append(BatchChain(facts.function, facts.loop.line, facts.loop.stmt, tuple(walked), tuple(sites),
                                  tuple(breaks), frozenset(per_batch),
                                  _transforms(flow, facts, sites, per_batch, data_side), frozenset(data_side),
@@ -189,16 +189,28 @@ def build(graph, loops) -> Provenance:
 DATA_SOURCES = frozenset({"read", "loader", "generator", "dataset"})
 
 
-def _moves_data(flow, site: Site) -> bool:
+def _moves_data(flow, site: Site, facts) -> bool:
     """A device move of data (``inp.cuda()``), not of a model's state (``hidden.cuda()`` of
-    ``model.init_hidden()``) or of numbers drawn in the step (``timesteps.to(device)``)."""
+    ``model.init_hidden()``) or of numbers drawn in the step (``timesteps.to(device)``).
+    What the batch loop itself draws is data, whatever produced it (its iterable, its
+    ``next()``): a loader that ``deepspeed.initialize`` or ``accelerator.prepare`` hands back
+    is one too."""
     import ast
 
     call = flow.call_node(site.function, site.line, site.col)
     if call is None or not isinstance(call.func, ast.Attribute):
         return False
     trace = flow.derive(site.function, [call.func.value], site.stmt)
-    return any(s.kind in DATA_SOURCES for s in trace.sites)
+    return any(s.kind in DATA_SOURCES or _drawn_by_loop(s, facts) for s in trace.sites)
+
+
+def _drawn_by_loop(site: Site, facts) -> bool:
+    """The site is the batch loop drawing its batch: its ``for`` or a ``next()`` in its body."""
+    if site.function != facts.function:
+        return False
+    if site.kind == "loop":
+        return site.stmt == facts.loop.stmt
+    return site.kind == "next" and _within(site.stmt, facts.loop.stmt)
 
 
 def _step_reach(graph, facts, sites: list[Site], per_batch: set[str]) -> set[str]:

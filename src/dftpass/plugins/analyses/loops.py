@@ -9,7 +9,7 @@ from dftpass.core.dataflow import DataFlow, Oracle
 from dftpass.core.loops import LoopAnalysis, LoopOptions
 from dftpass.core.passes import Pass, PassKind
 from dftpass.plugins.analyses.transfers import moves_node_to_device
-from dftpass.plugins.knowledge import does_step, facts, step_consumers, trains
+from dftpass.plugins.knowledge import does_step, facts, step_anchor, step_consumers, trains
 
 
 class LoopsAnalysis(Pass):
@@ -44,7 +44,13 @@ def loop_analysis(graph, options: LoopOptions, read_source) -> LoopAnalysis:
                             lambda function_id, loops: does_step(graph, function_id, loops),
                             lambda function_id, loops: step_consumers(graph, function_id, loops),
                             lambda function_id, loops: trains(graph, function_id,
-                                                              lambda call: bool(set(call.loops) & loops)))
+                                                              lambda call: bool(set(call.loops) & loops)),
+                            anchor=lambda function_id, inside, targets: step_anchor(graph, function_id, inside,
+                                                                                    targets),
+                            trains_once=lambda function_id: not graph.fn(function_id).is_module and not (
+                                graph.class_of_method(function_id) and graph.is_module_class(
+                                    graph.class_of_method(function_id))) and trains(
+                                graph, function_id, lambda call: not call.loops))
     analysis.dataflow = DataFlow(graph, read_source, data_oracle(graph, analysis))
     return analysis.run()
 

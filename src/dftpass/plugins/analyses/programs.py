@@ -48,6 +48,11 @@ class Programs:
     kind: str
     reason: str
     _reach: dict[str, set[str]] = attrs.field(factory=dict)
+    #: why the instrumented programs' reach is not complete (they build objects by name:
+    #: ``hydra.utils.instantiate`` at a line), or None when it is
+    open_reach: str | None = None
+    #: the methods of the project's classes (what dynamic construction may run), when the reach is open
+    _methods: frozenset[str] = frozenset()
 
     def instrumented(self) -> list[Program]:
         return [p for p in self.programs if p.instrumented]
@@ -58,12 +63,22 @@ class Programs:
     def untraced(self) -> set[str]:
         """The functions that only programs training nothing run (an export, a conversion, a
         plotting script): dftpass puts no region there, since nothing traces them. Empty when
-        no program is instrumented (a library, a snippet: the rules decide alone)."""
+        no program is instrumented (a library, a snippet: the rules decide alone). When what
+        the instrumented programs run is not known in full (:attr:`open_reach`), absence from
+        their reach is no evidence for a class's methods (issue 39: a LightningModule that
+        ``hydra.utils.instantiate`` builds, whose file's smoke-test block builds it too): only
+        plain functions stay out."""
         traced: set[str] = set()
         others: set[str] = set()
         for p in self.programs:
             (traced if p.instrumented else others).update(self.reach(p.entry))
-        return others - traced if traced else set()
+        if not traced:
+            return set()
+        if self.open_reach:
+            # objects built by name run their classes' methods, whoever else builds them; a
+            # sampling script's own functions are still only its own
+            return others - traced - self._methods
+        return others - traced
 
     def to_dict(self) -> dict:
         return {"kind": self.kind, "reason": self.reason, "entries": [
@@ -140,7 +155,40 @@ def classify(graph: CallGraph, loops: LoopAnalysis, entry_globs: list[str], kind
     else:
         kind, reason = "library", ("no program entry (no `if __name__ == \"__main__\":` block, module-level "
                                    "script, console script or process target)")
-    return Programs(programs, kind, reason, reach)
+    traced = [p for p in programs if p.instrumented]
+    open_reach = next((why for p in traced for why in [_dynamic_construction(graph, runs[p.entry.key])] if why),
+                      None)
+    methods = frozenset(f for f in graph.functions if graph.class_of_method(f) is not None) if open_reach \
+        else frozenset()
+    return Programs(programs, kind, reason, reach, open_reach, methods)
+
+
+#: calls that build or look up code by a name the call graph cannot see (qualified, or last name)
+DYNAMIC_CALLS = ("hydra.utils.instantiate", "hydra.utils.call", "hydra.utils.get_class", "hydra.utils.get_method",
+                 "hydra.utils.get_object", "importlib.import_module", "__import__", "importlib.metadata.entry_points",
+                 "pkg_resources.iter_entry_points", "pkg_resources.load_entry_point", "instantiate",
+                 "import_module", "locate", "pydoc.locate")
+
+
+def _dynamic_construction(graph: CallGraph, functions: set[str]) -> str | None:
+    """The first call in ``functions`` that builds objects by name (``hydra.utils.instantiate``,
+    ``importlib.import_module``, ``getattr(module, name)``, a registry ``MODELS[name](...)``),
+    as "<call> at <file>:<line>"; None when there is none."""
+    for function_id in sorted(functions):
+        if function_id not in graph.functions:
+            continue
+        fs, fn = graph.functions[function_id]
+        for index, call in enumerate(fn.calls):
+            qualified = graph.qualify(fs, call.callee)
+            last = qualified.rsplit(".", 1)[-1]
+            dynamic = qualified in DYNAMIC_CALLS or last in DYNAMIC_CALLS and not graph.targets(function_id, index)
+            if call.callee == "getattr" and len(call.args) >= 2 and not (call.args[1] or "").startswith(("'", '"')):
+                dynamic = True
+            if "[" in call.callee:
+                dynamic = True  # ``MODELS[name](...)``: a registry of classes
+            if dynamic:
+                return f"{call.callee}() at {fs.relpath}:{call.line}"
+    return None
 
 
 class ProgramsAnalysis(Pass):

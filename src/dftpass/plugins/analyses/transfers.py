@@ -198,6 +198,17 @@ class TransfersAnalysis(Pass):
                 moves = [at[(s.line, s.col)] for s in sites if (s.line, s.col) in at]
                 if moves:
                     out.setdefault(function_id, {}).setdefault(stmt, []).extend(moves)
+        for facts in batch:
+            # ``batch.to(device)`` as a statement of its own (a BatchEncoding moved in place):
+            # no value flows from it, so the walk back from the step never meets it
+            fn = graph.fn(facts.function)
+            drawn = set(facts.loop.target_names) | {facts.loop.single_target} - {None}
+            for call in fn.calls:
+                if facts.loop.index in call.loops and call.stmt_kind == "expr" and call.receiver in drawn \
+                        and batch_move(graph, facts.function, fn, call):
+                    moves = out.setdefault(facts.function, {}).setdefault(call.stmt, [])
+                    if call not in moves:
+                        moves.append(call)
         rest = [f for f in batch if (f.function, f.loop.line) not in walked]
         for function_id, indexes in sorted(batch_calls(graph, rest).items(), key=lambda kv: kv[0]):
             fn = graph.fn(function_id)

@@ -103,6 +103,21 @@ class CheckpointRegions(Pass):
         "    return AutoModelForCausalLM.from_pretrained('gpt2')\n",
     ]
     INVALID = [
+        Case(
+            # issue 39: a rank-guarded helper that saves what it is handed (detr's utils.save_on_master):
+            # the capture is at the call that hands it state; the write inside is that capture's I/O (ML-R26)
+            'import torch\nimport utils\n\n\ndef main(model, opt, loader, epochs):\n'
+            '    for epoch in range(epochs):\n        for x in loader:\n'
+            '            model(x).sum().backward()\n            opt.step()\n'
+            "        utils.save_on_master({'model': model.state_dict(), 'epoch': epoch}, 'checkpoint.pth')\n",
+            'from dftracer.python import ai\nimport torch\nimport utils\n\n\n'
+            'def main(model, opt, loader, epochs):\n    for epoch in range(epochs):\n'
+            '        for x in loader:\n            model(x).sum().backward()\n'
+            '            opt.step()\n        ai.checkpoint.capture.start()\n'
+            "        utils.save_on_master({'model': model.state_dict(), 'epoch': epoch}, 'checkpoint.pth')\n"
+            '        ai.checkpoint.capture.stop()\n',
+            files={'utils.py': 'import torch\nimport torch.distributed as dist\n\n\ndef is_main_process():\n    return not dist.is_initialized() or dist.get_rank() == 0\n\n\ndef save_on_master(*args, **kwargs):\n    if is_main_process():\n        torch.save(*args, **kwargs)\n'},
+        ),
         # a script that saves the whole model when it improves, and loads it back at the end
         # (word_language_model): the load binds the model it saved, a restart
         Case("import torch\n\nmodel = torch.nn.Linear(4, 1)\nbest = None\nfor epoch in range(3):\n"

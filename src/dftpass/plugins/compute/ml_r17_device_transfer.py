@@ -97,6 +97,38 @@ class DeviceTransfer(Pass):
         "        optimizer.step()\n",
     ]
     INVALID = [
+        Case(
+            # issue 39: the loaders come from outside the project (provenance breaks at make_stream);
+            # the step shows the batch loops, and the region still lands: the move of what the loop draws
+            'import torch\nfrom streams import make_stream\n\n\nclass Net(torch.nn.Module):\n'
+            '    def __init__(self):\n        super().__init__()\n'
+            '        self.fc = torch.nn.Linear(4, 1)\n\n    def forward(self, x):\n'
+            '        return self.fc(x)\n\n\ndef train_one_epoch(model, opt, batches, device):\n'
+            '    for x, y in batches:\n        x = x.to(device)\n'
+            '        loss = ((model(x) - y) ** 2).mean()\n        loss.backward()\n'
+            '        opt.step()\n\n\n@torch.no_grad()\ndef validate(model, batches):\n'
+            '    total = 0.0\n    for x, y in batches:\n'
+            '        total += ((model(x) - y) ** 2).sum().item()\n    return total\n\n\n'
+            'def main():\n    model = Net()\n'
+            '    opt = torch.optim.SGD(model.parameters(), lr=0.1)\n'
+            '    for epoch in range(3):\n'
+            "        train_one_epoch(model, opt, make_stream('train'), 'cuda')\n"
+            "        validate(model, make_stream('val'))\n",
+            'from dftracer.python import ai\nimport torch\nfrom streams import make_stream\n\n\n'
+            'class Net(torch.nn.Module):\n    def __init__(self):\n        super().__init__()\n'
+            '        self.fc = torch.nn.Linear(4, 1)\n\n    def forward(self, x):\n'
+            '        return self.fc(x)\n\n\ndef train_one_epoch(model, opt, batches, device):\n'
+            '    for x, y in batches:\n        with ai.device.transfer:\n'
+            '            x = x.to(device)\n        loss = ((model(x) - y) ** 2).mean()\n'
+            '        loss.backward()\n        opt.step()\n\n\n@torch.no_grad()\n'
+            'def validate(model, batches):\n    total = 0.0\n    for x, y in batches:\n'
+            '        total += ((model(x) - y) ** 2).sum().item()\n    return total\n\n\n'
+            'def main():\n    model = Net()\n'
+            '    opt = torch.optim.SGD(model.parameters(), lr=0.1)\n'
+            '    for epoch in range(3):\n'
+            "        train_one_epoch(model, opt, make_stream('train'), 'cuda')\n"
+            "        validate(model, make_stream('val'))\n",
+        ),
         # pytorch/examples imagenet: two copies, a region each; the start-up `model.to(device)` and the
         # loss's `.to(device)` are not batches
         Case(

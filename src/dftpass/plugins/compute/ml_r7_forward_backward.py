@@ -81,6 +81,28 @@ class ForwardBackward(Pass):
     ]
     INVALID = [
         Case(
+            # issue 39: the loader comes from outside the project and the model from a factory: the
+            # step shows the batch loop, and the model call whose result the loss backpropagates is the
+            # forward, timed at the call site
+            'import timm\nimport torch\nfrom streams import make_stream\n\n\n'
+            'def train_one_epoch(model, opt, batches):\n    for x, y in batches:\n'
+            '        loss = torch.nn.functional.cross_entropy(model(x), y)\n'
+            '        loss.backward()\n        opt.step()\n\n\ndef main():\n'
+            "    model = timm.create_model('resnet18')\n"
+            '    opt = torch.optim.SGD(model.parameters(), lr=0.1)\n'
+            '    for epoch in range(3):\n'
+            "        train_one_epoch(model, opt, make_stream('train'))\n",
+            'from dftracer.python import ai\nimport timm\nimport torch\n'
+            'from streams import make_stream\n\n\ndef train_one_epoch(model, opt, batches):\n'
+            '    for x, y in batches:\n        with ai.compute.forward:\n'
+            '            loss = torch.nn.functional.cross_entropy(model(x), y)\n'
+            '        with ai.compute.backward:\n            loss.backward()\n'
+            "        opt.step()\n\n\ndef main():\n    model = timm.create_model('resnet18')\n"
+            '    opt = torch.optim.SGD(model.parameters(), lr=0.1)\n'
+            '    for epoch in range(3):\n'
+            "        train_one_epoch(model, opt, make_stream('train'))\n",
+        ),
+        Case(
             "from torch import nn\n\n\nclass Block(nn.Module):\n    def forward(self, x):\n        return x\n\n\n"
             "class Net(nn.Module):\n    def __init__(self):\n        super().__init__()\n"
             "        self.block = Block()\n\n    def forward(self, x):\n        return self.block(x)\n",

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from dftpass.api import (
-    Case, dataset_sample_readers, Finding, function_region, has_region, InsertAfter, iterable_sample_spans, Pass,
+    Case, dataset_sample_readers, Expect, Finding, function_region, has_region, InsertAfter, is_dataset_class,
+    iterable_sample_spans, loader_datasets_seen, Pass,
     PassKind, per_sample_functions, sample_readers, Severity, WrapStmt,
 )
 # the recognisers live in knowledge/data.py (ML-R25 and ML-R27 need the same data path); the names
@@ -79,6 +80,23 @@ class DatasetItems(Pass):
         "        self.x = torch.randn(n, 4)\n\n    def __getitem__(self, i):\n        return self.x[i], i % 2\n",
     ]
     INVALID = [
+        Case(
+            # issue 39: a class with a data set's protocol (no Dataset base), built through a registry
+            # (DATASETS[name](...)) where dftpass cannot see which class the loader gets: its item is marked, and a note says it is unsure;
+            # a class with __getitem__ alone (no __len__) is not one
+            'import numpy as np\n\n\nclass NpyFrames:\n    def __init__(self, n):\n'
+            '        self.n = n\n\n    def __len__(self):\n        return self.n\n\n'
+            '    def __getitem__(self, i):\n        return np.full((4,), i, dtype=np.float32)\n'
+            '\n\nclass Other:\n    def __getitem__(self, key):\n        return key\n',
+            'from dftracer.python import ai\nimport numpy as np\n\n\nclass NpyFrames:\n'
+            '    def __init__(self, n):\n        self.n = n\n\n    def __len__(self):\n'
+            '        return self.n\n\n    @ai.data.item\n    def __getitem__(self, i):\n'
+            '        return np.full((4,), i, dtype=np.float32)\n\n\nclass Other:\n'
+            '    def __getitem__(self, key):\n        return key\n',
+            files={'train.py': 'import torch\nfrom torch.utils.data import DataLoader\nimport data\n\nDATASETS = {"frames": data.NpyFrames}\n\n\ndef build(cfg):\n    return DATASETS[cfg](16)\n\n\ndef main():\n    ds = build("frames")\n    loader = DataLoader(ds, batch_size=4)\n    model = torch.nn.Linear(4, 1)\n    opt = torch.optim.SGD(model.parameters(), lr=0.1)\n    for x in loader:\n        model(x).sum().backward()\n        opt.step()\n\n\nif __name__ == "__main__":\n    main()\n'},
+            path='data.py',
+            findings=(Expect("info", "NpyFrames has a data set's protocol", line=11),),
+        ),
         Case(
             "import numpy as np\nfrom torch.utils.data import Dataset\n\n\nclass Samples(Dataset):\n"
             "    def __len__(self):\n        return 10\n\n    def __getitem__(self, index):\n"
@@ -206,9 +224,18 @@ class DatasetItems(Pass):
         graph = ctx.analysis("callgraph")
         loops = ctx.analysis("loops")
         items: dict[str, str] = {}
+        seen, _ = loader_datasets_seen(graph)
         for name, getitem_id, chain in dataset_sample_readers(graph):
             if any(has_region(*graph.functions[c], "data.item") for c in chain | {getitem_id}):
                 continue
+            class_id = graph.class_of_method(getitem_id)
+            if class_id not in seen and not is_dataset_class(graph, class_id):
+                # a loader's data set is built where dftpass cannot see (a registry, a config):
+                # an item region costs one event a sample, a missing one hides the loading
+                gfs, gfn = graph.functions[getitem_id]
+                ctx.report(Finding(self.id, f"{name} has a data set's protocol (__getitem__, __len__) and a "
+                                   "loader's data set is built where dftpass cannot see which class it is: marked "
+                                   "as a data set, unsure", gfs.relpath, gfn.line, gfn.col, Severity.INFO))
             for target in chain:
                 items.setdefault(target, f"produces one sample of {name}")
         # a batch producer that builds its batch sample by sample (``[read(i) for i in ix]``)

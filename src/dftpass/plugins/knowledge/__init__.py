@@ -21,7 +21,7 @@ from dftpass.plugins.knowledge.facts import (  # noqa: F401
 from dftpass.plugins.knowledge.steps import (  # noqa: F401
     assigned_values, COMPUTE_STEP, does_io, does_step, evaluated_by_callers, evaluates, framework_phase,
     is_backward, is_compute_step, is_optimizer, is_optimizer_step, is_scaler, OPTIMIZER_NAME, PHASE_RECEIVER,
-    SCALER_NAME, SCHEDULER_NAME, step_calls, step_consumers, trains,
+    SCALER_NAME, SCHEDULER_NAME, step_anchor, step_calls, step_consumers, trains,
 )
 from dftpass.plugins.knowledge.models import (  # noqa: F401
     built_by_factory, decoratable_wrapped_classes, deepspeed_init, is_library_layer, is_model_call, is_model_entry, is_top_level_model,
@@ -31,7 +31,8 @@ from dftpass.plugins.knowledge.statements import (  # noqa: F401
     calls_at, in_compute_span, run_inside, sibling, torch_name, unwrappable,
 )
 from dftpass.plugins.knowledge.data import (  # noqa: F401
-    classes_given_to_loaders, data_path, dataset_sample_readers, iterable_dataset_generators,
+    classes_given_to_loaders, data_path, dataset_sample_readers, is_dataset_class, iterable_dataset_generators,
+    loader_datasets_seen, protocol_datasets,
     iterable_sample_spans, LOADER_CALLABLES, LOADER_PROTOCOL, loop_generators, per_sample_functions,
     run_by_loaders, sample_readers, SampleSpan, TENSOR_MAKERS, TENSOR_METHODS,
 )

@@ -16,14 +16,48 @@ from dftpass.plugins.knowledge.steps import does_io
 
 
 def classes_given_to_loaders(graph: CallGraph) -> set[str]:
-    """Project classes whose instances are the first argument of a ``DataLoader(...)``."""
-    out = set()
+    """Project classes whose instances are the first argument of a ``DataLoader(...)``, and
+    the project classes of a data set's protocol (:func:`protocol_datasets`) where a loader's
+    data set cannot be seen."""
+    seen, unseen = loader_datasets_seen(graph)
+    return seen | (protocol_datasets(graph) if unseen else set())
+
+
+def loader_datasets_seen(graph: CallGraph) -> tuple[set[str], bool]:
+    """The project classes seen as the data set of a ``DataLoader(...)``, and whether some
+    loader's data set could not be seen (a registry, a configuration, a factory outside)."""
+    out: set[str] = set()
+    unseen = False
     for function_id, (fs, fn) in graph.functions.items():
         for call in fn.calls:
-            if call.method != "DataLoader" or not call.args or not call.args[0]:
+            if call.method != "DataLoader" or not (call.args or dict(call.keywords).get("dataset")):
                 continue
-            out |= classes(graph.values.of(function_id, call.args[0]))
-    return out
+            given = call.args[0] if call.args and call.args[0] else dict(call.keywords).get("dataset")
+            found = classes(graph.values.of(function_id, given)) if given else set()
+            unseen = unseen or not found
+            out |= found
+    return out, unseen
+
+
+def protocol_datasets(graph: CallGraph) -> set[str]:
+    """Project classes that a data loader could be handed when dftpass cannot see which one
+    it is (built through a registry ``DATASETS[name](...)``, a configuration, a factory
+    outside the project): those with the map-style protocol (``__getitem__`` and
+    ``__len__``) that are no model. Absence of a visible ``DataLoader(MyData(...))`` is no
+    evidence that it is not one (issue 39); ML-R9 says so when it marks one this way."""
+    return {class_id for class_id, (fs, cs) in graph.classes.items()
+            if "__getitem__" in cs.methods and "__len__" in cs.methods and not graph.is_module_class(class_id)}
+
+
+#: library packages whose classes are data sets (``torchvision.datasets.CocoDetection``)
+DATASET_PACKAGES = ("torchvision.datasets.", "torchaudio.datasets.", "torchtext.datasets.",
+                    "torch_geometric.datasets.", "datasets.Dataset")
+
+
+def is_dataset_class(graph: CallGraph, class_id: str) -> bool:
+    """A subclass of a ``Dataset`` base, directly or through a library's data set class."""
+    return graph.has_base(class_id, graph.hints.dataset_bases) or any(
+        b.startswith(DATASET_PACKAGES) for b in graph.external_bases(class_id))
 
 
 #: the protocol methods a data loader calls on a data set, and the keywords that hand it
@@ -82,7 +116,7 @@ def dataset_sample_readers(graph: CallGraph) -> list[tuple[str, str, set[str]]]:
     for class_id, (fs, cs) in graph.classes.items():
         if "__getitem__" not in cs.methods:
             continue
-        if not graph.has_base(class_id, graph.hints.dataset_bases) and class_id not in loader_args:
+        if not is_dataset_class(graph, class_id) and class_id not in loader_args:
             continue
         getitem_id = f"{fs.relpath}::{cs.methods['__getitem__']}"
         out.append((cs.name, getitem_id, sample_readers(graph, getitem_id)))

@@ -9,10 +9,10 @@ from typing import Iterator
 from dftpass.core.callgraph import CallGraph
 from dftpass.core.summary import CallSite, FileSummary, FunctionSummary
 from dftpass.plugins.knowledge.facts import facts
-from dftpass.plugins.knowledge.models import is_model_call, is_model_entry, LOSS_NAME
+from dftpass.plugins.knowledge.models import is_model_call, is_model_entry, LOSS_NAME, model_wrapper
 
 
-OPTIMIZER_NAME = re.compile(r"(?i)^(opt|optim|optimi[sz]er)s?(_\w+)?$|(^|_)optimi[sz]er$|^opt_\w+$")
+OPTIMIZER_NAME = re.compile(r"(?i)^(opt|optim|optimi[sz]er)s?(_\w+)?$|(^|_)optim(i[sz]er)?s?$|^opt_\w+$")
 SCALER_NAME = re.compile(r"(?i)(^|_)(grad_?)?scaler$")
 SCHEDULER_NAME = re.compile(r"(?i)sched|lr_|warmup")
 #: calls that run one training or evaluation step without showing a backward pass: a
@@ -67,8 +67,16 @@ def is_optimizer_step(graph: CallGraph, fs: FileSummary, fn: FunctionSummary, ca
     if call.method not in hints.optimizer_methods or not call.receiver or "()" in call.receiver:
         return False
     if call.method == "step":
-        return is_optimizer(graph, fs, fn, call.receiver) or is_scaler(graph, fs, fn, call.receiver)
+        return is_optimizer(graph, fs, fn, call.receiver) or is_scaler(graph, fs, fn, call.receiver) \
+            or is_engine(graph, f"{fs.relpath}::{fn.qualname}", call.receiver)
     return is_optimizer(graph, fs, fn, call.receiver)
+
+
+def is_engine(graph: CallGraph, function_id: str, receiver: str) -> bool:
+    """A training engine that steps its own optimizer (``model_engine.step()`` of a DeepSpeed
+    engine, from ``deepspeed.initialize`` or handed in as a parameter)."""
+    found = model_wrapper(graph, function_id, receiver) if graph.values is not None else None
+    return found is not None and found[0] == "DeepSpeedEngine"
 
 
 def is_backward(call: CallSite, graph: CallGraph | None = None, fs: FileSummary | None = None) -> bool:
@@ -223,3 +231,33 @@ def does_io(graph: CallGraph, function_id: str) -> bool:
         if qualified.startswith(("h5py.", "cv2.imread", "PIL.", "imageio.", "tifffile.", "pyarrow.")):
             return True
     return False
+
+
+def step_anchor(graph: CallGraph, function_id: str, inside: set[int], targets: tuple[str, ...]) -> str | None:
+    """What the body of a loop (the calls directly in ``inside``: the loop and its
+    gradient-accumulation loops) shows of a step, read the way an expert reads it, whatever the
+    loop iterates: "trains: <the call>" when it runs a backward pass or an optimizer step
+    (itself, or in a project function it calls); "evaluates: <the call>" when, in a function
+    that runs without gradients (``no_grad``/``inference_mode``, ``model.eval()``, or called
+    only under ``no_grad``), it calls a model on what the loop draws (``targets``: the loop's
+    variables). None when the body shows no step.
+
+    This is the consumer-side evidence of a batch loop (issue 39): it needs no proof of where
+    the batch comes from."""
+    fs, fn = graph.functions[function_id]
+    direct = [(i, call) for i, call in enumerate(fn.calls) if call.loops and call.loops[-1] in inside]
+    for i, call in direct:
+        if is_backward(call, graph, fs) or is_optimizer_step(graph, fs, fn, call):
+            return f"trains: {call.callee}()"
+    for i, call in direct:
+        for t in graph.targets(function_id, i):
+            if not is_model_entry(graph, t) and not t.endswith(".__init__") and trains(graph, t):
+                return f"trains: {call.callee}() runs a backward pass or an optimizer step"
+    if not targets or not (evaluates(fn, graph) or evaluated_by_callers(graph, function_id)):
+        return None
+    names = set(targets)
+    for i, call in direct:
+        roots = {a.split("[", 1)[0].split(".", 1)[0] for a in (*call.args, *(v for _, v in call.keywords)) if a}
+        if roots & names and is_model_call(graph, function_id, i):
+            return f"evaluates: {call.callee}() without gradients"
+    return None

@@ -103,6 +103,29 @@ class LightningLoops(Pass):
             "    with ai.pipeline.test:\n        results = trainer.test(model, datamodule=dm)\n"
             "    return results\n",
         ),
+        Case(
+            # the lightning-hydra template (issue 39): ``hydra.utils.instantiate`` builds the
+            # module, and its own file has a smoke-test ``__main__`` block that builds it too.
+            # The training program's reach is not complete, so the module's step is not taken
+            # for code that only the untraced smoke test runs: it gets its region
+            "import lightning as L\nimport torch\n\n\nclass LitModule(L.LightningModule):\n"
+            "    def __init__(self):\n        super().__init__()\n        self.net = torch.nn.Linear(4, 1)\n\n"
+            "    def training_step(self, batch, batch_idx):\n        x, y = batch\n"
+            "        return torch.nn.functional.mse_loss(self.net(x), y)\n\n\n"
+            "if __name__ == '__main__':\n    _ = LitModule()\n",
+            "from dftracer.python import ai\nimport lightning as L\nimport torch\n\n\n"
+            "class LitModule(L.LightningModule):\n"
+            "    def __init__(self):\n        super().__init__()\n        self.net = torch.nn.Linear(4, 1)\n\n"
+            "    @ai.compute\n    def training_step(self, batch, batch_idx):\n        x, y = batch\n"
+            "        return torch.nn.functional.mse_loss(self.net(x), y)\n\n\n"
+            "if __name__ == '__main__':\n    _ = LitModule()\n",
+            path="src/models/lit_module.py",
+            files={"src/train.py": "import hydra\nimport lightning as L\n\n\n"
+                                   "@hydra.main(config_path='../configs', config_name='train.yaml')\n"
+                                   "def main(cfg):\n    model = hydra.utils.instantiate(cfg.model)\n"
+                                   "    trainer = L.Trainer(max_epochs=1)\n    trainer.fit(model=model)\n\n\n"
+                                   "if __name__ == '__main__':\n    main()\n"},
+        ),
     ]
 
     def run(self, ctx) -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dftpass.api import (
     calls_at, Case, evaluated_by_callers, evaluates, function_region, has_region, InsertAfter, InsertBefore,
-    is_model_call, is_node, is_optimizer_step, facts, Pass, PassKind, sibling, split_of, trains, WrapStmt,
+    is_model_call, is_node, is_optimizer_step, facts, Pass, PassKind, sibling, split_of, step_calls, trains, WrapStmt,
 )
 
 PHASES = ("pipeline.train", "pipeline.evaluate", "pipeline.test")
@@ -66,6 +66,61 @@ class PipelinePhases(Pass):
         "    return total\n",
     ]
     INVALID = [
+        Case(
+            # full-batch training (pygcn): the function the epoch loop calls for its one step is the train
+            # phase; a gradient-free function named test that runs the model once is the test phase
+            'import torch\n\nmodel = torch.nn.Linear(8, 3)\n'
+            'optimizer = torch.optim.Adam(model.parameters())\n'
+            'features, labels = torch.randn(50, 8), torch.randint(0, 3, (50,))\n\n\n'
+            'def train(epoch):\n    model.train()\n    optimizer.zero_grad()\n'
+            '    loss = torch.nn.functional.cross_entropy(model(features), labels)\n'
+            '    loss.backward()\n    optimizer.step()\n\n\ndef test():\n    model.eval()\n'
+            '    output = model(features)\n'
+            '    print((output.argmax(1) == labels).float().mean().item())\n\n\n'
+            'for epoch in range(200):\n    train(epoch)\ntest()\n',
+            'from dftracer.python import ai\nimport torch\n\nmodel = torch.nn.Linear(8, 3)\n'
+            'optimizer = torch.optim.Adam(model.parameters())\n'
+            'features, labels = torch.randn(50, 8), torch.randint(0, 3, (50,))\n\n\n'
+            '@ai.pipeline.train\ndef train(epoch):\n    model.train()\n'
+            '    optimizer.zero_grad()\n'
+            '    loss = torch.nn.functional.cross_entropy(model(features), labels)\n'
+            '    loss.backward()\n    optimizer.step()\n\n\n@ai.pipeline.test\ndef test():\n'
+            '    model.eval()\n    output = model(features)\n'
+            '    print((output.argmax(1) == labels).float().mean().item())\n\n\n'
+            'for epoch in range(200):\n    train(epoch)\ntest()\n',
+        ),
+        Case(
+            # issue 39: the loaders come from outside the project (provenance breaks at make_stream);
+            # the step shows the batch loops, and the region still lands: train, and evaluate (a model run without gradients over the loop)
+            'import torch\nfrom streams import make_stream\n\n\nclass Net(torch.nn.Module):\n'
+            '    def __init__(self):\n        super().__init__()\n'
+            '        self.fc = torch.nn.Linear(4, 1)\n\n    def forward(self, x):\n'
+            '        return self.fc(x)\n\n\ndef train_one_epoch(model, opt, batches, device):\n'
+            '    for x, y in batches:\n        x = x.to(device)\n'
+            '        loss = ((model(x) - y) ** 2).mean()\n        loss.backward()\n'
+            '        opt.step()\n\n\n@torch.no_grad()\ndef validate(model, batches):\n'
+            '    total = 0.0\n    for x, y in batches:\n'
+            '        total += ((model(x) - y) ** 2).sum().item()\n    return total\n\n\n'
+            'def main():\n    model = Net()\n'
+            '    opt = torch.optim.SGD(model.parameters(), lr=0.1)\n'
+            '    for epoch in range(3):\n'
+            "        train_one_epoch(model, opt, make_stream('train'), 'cuda')\n"
+            "        validate(model, make_stream('val'))\n",
+            'from dftracer.python import ai\nimport torch\nfrom streams import make_stream\n\n\n'
+            'class Net(torch.nn.Module):\n    def __init__(self):\n        super().__init__()\n'
+            '        self.fc = torch.nn.Linear(4, 1)\n\n    def forward(self, x):\n'
+            '        return self.fc(x)\n\n\n@ai.pipeline.train\n'
+            'def train_one_epoch(model, opt, batches, device):\n    for x, y in batches:\n'
+            '        x = x.to(device)\n        loss = ((model(x) - y) ** 2).mean()\n'
+            '        loss.backward()\n        opt.step()\n\n\n@torch.no_grad()\n'
+            '@ai.pipeline.evaluate\ndef validate(model, batches):\n    total = 0.0\n'
+            '    for x, y in batches:\n        total += ((model(x) - y) ** 2).sum().item()\n'
+            '    return total\n\n\ndef main():\n    model = Net()\n'
+            '    opt = torch.optim.SGD(model.parameters(), lr=0.1)\n'
+            '    for epoch in range(3):\n'
+            "        train_one_epoch(model, opt, make_stream('train'), 'cuda')\n"
+            "        validate(model, make_stream('val'))\n",
+        ),
         Case(
             # a script that trains on the whole data set (pytorch/examples' time_sequence_prediction):
             # the step loop is the train phase, the prediction after each step under no_grad the
@@ -222,6 +277,13 @@ class PipelinePhases(Pass):
             else:
                 candidates.setdefault(function_id, ("pipeline.train", "runs the optimizer step in a loop "
                                                                       "(full-batch training)"))
+        for facts in loops.of_kind("epoch"):
+            for step in facts.full_batch:
+                candidates.setdefault(step, ("pipeline.train", "one full-batch training step an epoch (the epoch "
+                                                               f"loop at line {facts.loop.line})"))
+        for function_id, phase in loopless_evaluations(graph, loops):
+            candidates.setdefault(function_id, (phase, "runs the model once without gradients (no batch loop), "
+                                                       "named for it"))
         # the same node nested in itself keeps only the inner event: mark the outer one only
         inner = set()
         for caller, (phase, _) in candidates.items():
@@ -279,6 +341,26 @@ class PipelinePhases(Pass):
             text = f"{phase.split('.')[1]} phase (module level): {why}"
             ctx.add_edit(fs.relpath, InsertBefore(self.id, loop.line, text, loop.stmt, names.start(phase)))
             ctx.add_edit(fs.relpath, InsertAfter(self.id, loop.line, text, loop.stmt, names.stop(phase)))
+
+
+def loopless_evaluations(graph, loops):
+    """(function id, phase) of the functions that evaluate the whole data at once: no batch
+    loop, gradient-free (``model.eval()``, ``no_grad``), a model call, no backward pass, a
+    name that says evaluation or test (pygcn's ``test()``), and not run per batch of another
+    loop (then it is that step's)."""
+    per_batch = {function_id for function_id, _ in step_calls(graph, loops)}
+    per_batch |= {t for function_id, i in step_calls(graph, loops) for t in graph.targets(function_id, i)}
+    for function_id, (fs, fn) in graph.functions.items():
+        if fn.is_module or function_id in per_batch or any(f.kind == "batch" for f in loops.loops_of(function_id)):
+            continue
+        owner = graph.class_of_method(function_id)
+        if owner is not None and graph.is_module_class(owner):
+            continue
+        split = split_of([fn.name])
+        if split not in ("evaluate", "test") or not evaluates(fn, graph) or trains(graph, function_id):
+            continue
+        if any(is_model_call(graph, function_id, i) for i in range(len(fn.calls))):
+            yield function_id, "pipeline.test" if split == "test" else "pipeline.evaluate"
 
 
 def full_batch_steps(graph, loops):

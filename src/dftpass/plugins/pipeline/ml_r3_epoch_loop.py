@@ -65,6 +65,61 @@ class EpochLoop(Pass):
     ]
     INVALID = [
         Case(
+            # full-batch training (pygcn): no batch loop; the loop named for epochs calls a function that
+            # trains once, outside any loop of its own: it is the epoch loop
+            'import torch\n\nmodel = torch.nn.Linear(8, 3)\n'
+            'optimizer = torch.optim.Adam(model.parameters())\n'
+            'features, labels = torch.randn(50, 8), torch.randint(0, 3, (50,))\n\n\n'
+            'def train(epoch):\n    model.train()\n    optimizer.zero_grad()\n'
+            '    loss = torch.nn.functional.cross_entropy(model(features), labels)\n'
+            '    loss.backward()\n    optimizer.step()\n\n\ndef test():\n    model.eval()\n'
+            '    output = model(features)\n'
+            '    print((output.argmax(1) == labels).float().mean().item())\n\n\n'
+            'for epoch in range(200):\n    train(epoch)\ntest()\n',
+            'from dftracer.python import ai\nimport torch\n\nmodel = torch.nn.Linear(8, 3)\n'
+            'optimizer = torch.optim.Adam(model.parameters())\n'
+            'features, labels = torch.randn(50, 8), torch.randint(0, 3, (50,))\n\n\n'
+            'def train(epoch):\n    model.train()\n    optimizer.zero_grad()\n'
+            '    loss = torch.nn.functional.cross_entropy(model(features), labels)\n'
+            '    loss.backward()\n    optimizer.step()\n\n\ndef test():\n    model.eval()\n'
+            '    output = model(features)\n'
+            '    print((output.argmax(1) == labels).float().mean().item())\n\n\n'
+            'for epoch in ai.pipeline.epoch.iter(range(200), include_iter=False):\n'
+            '    train(epoch)\ntest()\n',
+        ),
+        Case(
+            # issue 39: the loaders come from outside the project (provenance breaks at make_stream);
+            # the step shows the batch loops, and the region still lands: the loop around the batch loop's function
+            'import torch\nfrom streams import make_stream\n\n\nclass Net(torch.nn.Module):\n'
+            '    def __init__(self):\n        super().__init__()\n'
+            '        self.fc = torch.nn.Linear(4, 1)\n\n    def forward(self, x):\n'
+            '        return self.fc(x)\n\n\ndef train_one_epoch(model, opt, batches, device):\n'
+            '    for x, y in batches:\n        x = x.to(device)\n'
+            '        loss = ((model(x) - y) ** 2).mean()\n        loss.backward()\n'
+            '        opt.step()\n\n\n@torch.no_grad()\ndef validate(model, batches):\n'
+            '    total = 0.0\n    for x, y in batches:\n'
+            '        total += ((model(x) - y) ** 2).sum().item()\n    return total\n\n\n'
+            'def main():\n    model = Net()\n'
+            '    opt = torch.optim.SGD(model.parameters(), lr=0.1)\n'
+            '    for epoch in range(3):\n'
+            "        train_one_epoch(model, opt, make_stream('train'), 'cuda')\n"
+            "        validate(model, make_stream('val'))\n",
+            'from dftracer.python import ai\nimport torch\nfrom streams import make_stream\n\n\n'
+            'class Net(torch.nn.Module):\n    def __init__(self):\n        super().__init__()\n'
+            '        self.fc = torch.nn.Linear(4, 1)\n\n    def forward(self, x):\n'
+            '        return self.fc(x)\n\n\ndef train_one_epoch(model, opt, batches, device):\n'
+            '    for x, y in batches:\n        x = x.to(device)\n'
+            '        loss = ((model(x) - y) ** 2).mean()\n        loss.backward()\n'
+            '        opt.step()\n\n\n@torch.no_grad()\ndef validate(model, batches):\n'
+            '    total = 0.0\n    for x, y in batches:\n'
+            '        total += ((model(x) - y) ** 2).sum().item()\n    return total\n\n\n'
+            'def main():\n    model = Net()\n'
+            '    opt = torch.optim.SGD(model.parameters(), lr=0.1)\n'
+            '    for epoch in ai.pipeline.epoch.iter(range(3), include_iter=False):\n'
+            "        train_one_epoch(model, opt, make_stream('train'), 'cuda')\n"
+            "        validate(model, make_stream('val'))\n",
+        ),
+        Case(
             "def train(model, loader):\n    for x in loader:\n        model(x)\n\n\n"
             "def main(model, loader, epochs):\n    for epoch in range(epochs):\n        train(model, loader)\n",
             "from dftracer.python import ai\n\n\ndef train(model, loader):\n    for x in loader:\n        model(x)\n\n\n"

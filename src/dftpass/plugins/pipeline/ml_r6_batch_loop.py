@@ -35,12 +35,15 @@ class BatchLoop(Pass):
         slices arrays in memory), batch provenance finds the producer by following what the
         step consumes back to where it is drawn (the ``loops`` analysis).
 
-        Where a loop runs a step (a backward pass, an optimizer step, a model call) on data
-        whose fetch it cannot find, it says so and why, and places nothing: the batch comes
-        from ``next()`` of an iterator built outside the project, a parameter no caller
-        passes, an object that is no loader it knows (warnings), or no call in the loop
-        fetches anything (a note: full-batch training, or a producer it does not know). A
-        model's own loops (sampling in its ``generate``) draw no batches and get neither.
+        The step itself is evidence enough (issue 39): a loop whose body trains (a backward
+        pass, an optimizer, scaler or engine step, a jitted update, in the body or in a
+        function it calls), or runs a model without gradients on what it draws, is a batch
+        loop whatever it iterates, and its iterable (or its ``next()``) is the fetch. Where
+        provenance could not prove the producer (an iterator built outside the project, a
+        parameter no caller passes, an attribute never set), the fetch is still placed and
+        a note names the break. A loop that runs a step but fetches nothing it can see says
+        so and places nothing (a note: full-batch training, or a producer it does not know).
+        A model's own loops (sampling in its ``generate``) draw no batches and get neither.
 
     Why:
         ``fetch.iter`` writes two events per batch: ``fetch.iter``, the time the training
@@ -87,27 +90,7 @@ class BatchLoop(Pass):
         # already wrapped
         "from dftracer.python import ai\n\n\ndef f(train_loader):\n"
         "    for batch in ai.dataloader.fetch.iter(train_loader):\n        pass\n",
-        # broken chains: no edit, the reason is said, and nothing is guessed
-        Case(
-            "import torch\nfrom streams import make_stream\n\n\ndef train(model, opt):\n"
-            "    it = make_stream('train')\n    for step in range(10):\n        x, y = next(it)\n"
-            "        model(x).sum().backward()\n        opt.step()\n",
-            findings=(Expect("warning", "next(it), and it is built by streams.make_stream(), outside the project",
-                             line=7),),
-        ),
-        Case(
-            "import torch\n\n\ndef train(model, opt, batches):\n    for x, y in batches:\n"
-            "        model(x).sum().backward()\n        opt.step()\n",
-            findings=(Expect("warning", "batches is a parameter whose callers dftpass cannot follow", line=5),),
-        ),
-        Case(
-            # an attribute the class never sets (batch provenance looked at every method)
-            "import torch\n\n\nclass Trainer:\n    def __init__(self, model, opt):\n"
-            "        self.model, self.opt = model, opt\n\n    def fit(self):\n        for step in range(10):\n"
-            "            x = next(self.stream)\n            self.model(x).sum().backward()\n            self.opt.step()\n",
-            findings=(Expect("warning", "next(self.stream), and self.stream is never assigned in Trainer or its bases",
-                             line=9),),
-        ),
+        # full-batch training: no fetch to place, and it is said
         Case(
             "import torch\n\n\ndef train(model, opt, X):\n    for epoch in range(10):\n"
             "        model(X).sum().backward()\n        opt.step()\n",
@@ -121,6 +104,52 @@ class BatchLoop(Pass):
         '            seq = self.net(seq)\n        return seq\n',
     ]
     INVALID = [
+        # issue 39: the step shows the batch loop, whatever produced its data; a broken
+        # chain of provenance is said (a note) and vetoes nothing
+        Case(
+            "import torch\nfrom streams import make_stream\n\n\ndef train(model, opt):\n"
+            "    it = make_stream('train')\n    for step in range(10):\n        x, y = next(it)\n"
+            "        model(x).sum().backward()\n        opt.step()\n",
+            "from dftracer.python import ai\nimport torch\nfrom streams import make_stream\n\n\ndef train(model, opt):\n"
+            "    it = make_stream('train')\n    for step in range(10):\n        ai.dataloader.fetch.start()\n"
+            "        x, y = next(it)\n        ai.dataloader.fetch.stop()\n"
+            "        model(x).sum().backward()\n        opt.step()\n",
+            findings=(Expect("info", "next(it), and it is built by streams.make_stream(), outside the project",
+                             line=7),),
+        ),
+        Case(
+            "import torch\n\n\ndef train(model, opt, batches):\n    for x, y in batches:\n"
+            "        model(x).sum().backward()\n        opt.step()\n",
+            "from dftracer.python import ai\nimport torch\n\n\ndef train(model, opt, batches):\n"
+            "    for x, y in ai.dataloader.fetch.iter(batches):\n"
+            "        model(x).sum().backward()\n        opt.step()\n",
+            findings=(Expect("info", "batches is a parameter whose callers dftpass cannot follow", line=5),),
+        ),
+        Case(
+            # an attribute the class never sets (batch provenance looked at every method)
+            "import torch\n\n\nclass Trainer:\n    def __init__(self, model, opt):\n"
+            "        self.model, self.opt = model, opt\n\n    def fit(self):\n        for step in range(10):\n"
+            "            x = next(self.stream)\n            self.model(x).sum().backward()\n            self.opt.step()\n",
+            "from dftracer.python import ai\nimport torch\n\n\nclass Trainer:\n    def __init__(self, model, opt):\n"
+            "        self.model, self.opt = model, opt\n\n    def fit(self):\n        for step in range(10):\n"
+            "            ai.dataloader.fetch.start()\n            x = next(self.stream)\n"
+            "            ai.dataloader.fetch.stop()\n            self.model(x).sum().backward()\n            self.opt.step()\n",
+            findings=(Expect("info", "next(self.stream), and self.stream is never assigned in Trainer or its bases",
+                             line=9),),
+        ),
+        Case(
+            # the detr shape: a logging generator over a loader handed in as a parameter, built by
+            # a project helper of a module imported whole (``import utils``): the consumer's loop
+            # is the fetch, not the wrapper's
+            "import torch\nimport utils\n\n\ndef train_one_epoch(model, opt, data_loader):\n"
+            "    logger = utils.MetricLogger()\n    for x, y in logger.log_every(data_loader, 10):\n"
+            "        model(x).sum().backward()\n        opt.step()\n",
+            "from dftracer.python import ai\nimport torch\nimport utils\n\n\ndef train_one_epoch(model, opt, data_loader):\n"
+            "    logger = utils.MetricLogger()\n    for x, y in ai.dataloader.fetch.iter(logger.log_every(data_loader, 10)):\n"
+            "        model(x).sum().backward()\n        opt.step()\n",
+            files={"utils.py": "class MetricLogger:\n    def log_every(self, iterable, freq):\n"
+                               "        for i, obj in enumerate(iterable):\n            yield obj\n"},
+        ),
         Case(
             # a project class that hands out a loader's next batch, whatever its method is
             # called (makemore's InfiniteDataLoader.next)
@@ -349,6 +378,12 @@ class BatchLoop(Pass):
                                        "recorded (dftracer writes an iteration's fetch.iter/fetch.block events "
                                        "when the next batch is asked for, which a `break` never does)",
                                        fs.relpath, loop.line, loop.col, Severity.WARNING))
+            if facts.anchored and ctx.mode != "validate":
+                # provenance refines and never vetoes: the break is said, the fetch stays
+                why, _ = self._why_unfed(graph, facts.function, fn, facts, self._flow_breaks(loops, facts))
+                ctx.report(Finding(self.id, f"batch fetch placed from the step's own evidence "
+                                   f"({facts.anchored.split(': ', 1)[-1]}); where the batch comes from was not "
+                                   f"proved: {why}", fs.relpath, loop.line, loop.col, Severity.INFO))
         self._broken_chains(ctx, graph, loops)
         for function_id, where in sorted(producers.items()):
             pfs, pfn = graph.functions[function_id]
