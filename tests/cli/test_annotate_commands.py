@@ -187,13 +187,32 @@ STREAM = (
     "        model(x).sum().backward()\n        opt.step()\n\n\n"
     "if __name__ == '__main__':\n    train(torch.nn.Linear(2, 1), None)\n"
 )
+#: a loop that calls a model on what an outside iterator hands it, neither training nor
+#: gradient-free: no step dftpass can read, so no fetch is placed
+PREDICT = (
+    "import torch\nfrom streams import make_stream\n\n\ndef predict(model):\n"
+    "    it = make_stream('test')\n    for step in range(10):\n        x = next(it)\n"
+    "        print(model(x))\n\n\n"
+    "if __name__ == '__main__':\n    predict(torch.nn.Linear(2, 1))\n"
+)
+
+
+def test_a_step_places_its_fetch_and_names_the_broken_chain(cli, project, tmp_path):
+    """Issue 39: a training step shows its batch loop; the iterator's producer outside the
+    project is said in a note (-v), and the fetch is placed all the same."""
+    root = project({"train.py": STREAM})
+    plan = cli("plan", root, "-v")
+    assert "+        ai.dataloader.fetch.start()" in plan.out
+    assert "info: ML-R6 batch fetch placed from the step's own evidence" in plan.out
+    assert "make_stream(), outside the project" in plan.out
+    assert "warning: ML-R6" not in plan.out
 
 
 def test_a_limit_of_dftpass_is_a_warning_in_plan_and_a_note_in_validate(cli, project, tmp_path):
-    """A batch fetch dftpass cannot place (the iterator comes from outside the project) is
-    said by plan; validate of the annotated copy has nothing missing that a run would write,
-    so it exits 0 and keeps the reason as a note (-v)."""
-    root = project({"train.py": STREAM})
+    """A batch fetch dftpass cannot place (a model run on what an outside iterator hands it,
+    with no step to read) is said by plan; validate of the annotated copy has nothing missing
+    that a run would write, so it exits 0 and keeps the reason as a note (-v)."""
+    root = project({"train.py": PREDICT, "pyproject.toml": "[tool.dftpass]\nproject.kind = 'program'\n"})
     plan = cli("plan", root)
     assert "warning: ML-R6 no batch fetch placed" in plan.out
     assert cli("run", root, "--out", tmp_path / "out").code == 0

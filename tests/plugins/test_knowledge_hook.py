@@ -59,10 +59,12 @@ def knowledge_plugin(tmp_path, monkeypatch):
 def test_a_plugin_s_loader_and_model_classes_are_recognised(cli, project, knowledge_plugin):
     root = project({"train.py": TRAIN})
     without = cli("plan", root, "--no-diff")
-    assert "ML-R6" not in without.out and "forward of model" not in without.out
+    # without the plugin the step alone shows the batch loop (issue 39), not what feeds it
+    assert "ML-R6 batch loop: runs a step" in without.out and "a data loader" not in without.out
+    assert "forward of model" not in without.out
     with_plugin = cli("plan", root, "--no-diff", "--set", knowledge_plugin)
     assert with_plugin.code == 0, with_plugin.err
-    assert "train.py:13: ML-R6 batch loop" in with_plugin.out
+    assert "train.py:13: ML-R6 batch loop: iterates feed, a data loader" in with_plugin.out
     assert "train.py:7: ML-R7 forward of model Net" in with_plugin.out
 
 

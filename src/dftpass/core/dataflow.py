@@ -111,6 +111,9 @@ class Oracle:
     #: (function id) -> is it a model's forward (its inputs flow through it; its inside is the
     #: model's, not the data path's)?
     is_model: Callable[[str], bool] = lambda function_id: False
+    #: (function id, a name) -> does it hold training state, a model or an optimizer, rather
+    #: than data (``amp.scale_loss(loss, optimizer)``: the optimizer is not what the step reads)?
+    is_state: Callable[[str, str], bool] = lambda function_id, name: False
 
 
 class _Binding(NamedTuple):
@@ -255,6 +258,8 @@ class DataFlow:
             yield from self._element(item, trace)
             return
         if isinstance(node, ast.Name):
+            if self.oracle.is_state(fid, node.id):
+                return  # a model or an optimizer: where it was built or loaded is not the data path
             yield from self._name(fid, node.id, depth, getattr(node, "lineno", 0), trace,
                                   self._stmt_of(fid, node) or item.stmt, item.frame)
         elif isinstance(node, ast.Attribute):

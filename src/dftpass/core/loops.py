@@ -866,7 +866,9 @@ class LoopAnalysis:
                 facts.reason = "the innermost loop around a batch loop"
                 if facts.loop.kind == "while":
                     pattern = re.compile(self.options.epoch_name_pattern)
-                    named = [n for n in (*facts.loop.counters, *facts.loop.test_names) if pattern.search(n)]
+                    # a variable, not a bound read off an object (``args.nepochs``)
+                    named = [n for n in (*facts.loop.counters, *facts.loop.test_names)
+                             if pattern.search(n) and "." not in n]
                     facts.int_var = named[0] if named else None
 
     # -- queries -----------------------------------------------------------------------------

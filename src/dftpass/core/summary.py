@@ -773,8 +773,10 @@ class _FunctionWalker:
         )
         loop.next_calls, loop.counters = _body_facts(stmt.body, path)
         if isinstance(stmt, ast.While):
+            # names and attributes (``while k < args.nepochs``: ``nepochs`` names the epochs)
             loop.test_names = tuple(dict.fromkeys(
-                n.id for n in ast.walk(stmt.test) if isinstance(n, ast.Name)))
+                n.id if isinstance(n, ast.Name) else dotted(n) for n in ast.walk(stmt.test)
+                if isinstance(n, ast.Name) or isinstance(n, ast.Attribute) and dotted(n)))
             loop.forever = isinstance(stmt.test, ast.Constant) and bool(stmt.test.value)
             return index
         target = stmt.target

@@ -140,11 +140,16 @@ def build(graph, loops) -> Provenance:
     if flow is None:
         return Provenance()
     chains = []
-    for facts in sorted(loops.of_kind("batch"), key=lambda f: (f.function, f.loop.line)):
+    # full-batch training (an epoch loop whose step function trains on the whole data): the
+    # step's data is walked back the same way, from the consumers of the step function
+    full_batch = [f for f in loops.of_kind("epoch") if f.full_batch]
+    for facts in sorted([*loops.of_kind("batch"), *full_batch], key=lambda f: (f.function, f.loop.line)):
         fn = graph.fn(facts.function)
         inside = loops.loop_and_descendants(facts.function, facts.loop.index)
         consumers = [(facts.function, i, receiver) for i, receiver in step_consumers(graph, facts.function, inside)]
-        per_batch = {*facts.producers, *facts.sources, *facts.feeders}
+        for step in facts.full_batch:
+            consumers += [(step, i, receiver) for i, receiver in step_consumers(graph, step, None)]
+        per_batch = {*facts.producers, *facts.sources, *facts.feeders, *facts.full_batch}
         frontier = [t for i, call in enumerate(fn.calls) if set(call.loops) & inside
                     for t in graph.targets(facts.function, i)]
         for depth in range(CONSUMER_DEPTH):
@@ -277,7 +282,19 @@ def _transforms(flow, facts, sites: list[Site], per_batch: set[str], data_side: 
         # is made of data too, downstream: not a transform of the input)
         if any(r.kind in DATA_SOURCES for r in returned) and not any(r.kind == "model" for r in returned):
             out.append(target)
-    return tuple(out)
+    # a function that reads the data once and transforms it with these helpers (pygcn's
+    # ``load_data``: genfromtxt, then ``normalize``) is the outermost transform: it is marked
+    # instead of its helpers (one preprocess region around the whole preparation)
+    callers = {s.target: s.function for s in sites if s.kind == "call" and s.target in out}
+    outer = []
+    for target in out:
+        caller = callers.get(target)
+        if caller in readers and caller not in per_batch and caller not in data_side and caller != facts.function \
+                and not graph.fn(caller).is_module:
+            target = caller
+        if target not in outer:
+            outer.append(target)
+    return tuple(outer)
 
 
 def _item_spans(flow, sites: list[Site]) -> dict[str, tuple[tuple, tuple, int]]:

@@ -9,7 +9,7 @@ from dftpass.core.dataflow import DataFlow, Oracle
 from dftpass.core.loops import LoopAnalysis, LoopOptions
 from dftpass.core.passes import Pass, PassKind
 from dftpass.plugins.analyses.transfers import moves_node_to_device
-from dftpass.plugins.knowledge import does_step, facts, step_anchor, step_consumers, trains
+from dftpass.plugins.knowledge import does_step, facts, LOSS_NAME, step_anchor, step_consumers, trains
 
 
 class LoopsAnalysis(Pass):
@@ -73,11 +73,33 @@ def data_oracle(graph, loops: LoopAnalysis) -> Oracle:
         return bool(graph.method(class_id, "__getitem__") or graph.method(class_id, "__iter__"))
 
     def is_model(function_id: str) -> bool:
+        """Running the model: its ``forward`` (or ``__call__``), a class method that builds one,
+        its ``__init__``; a model's other methods (tacotron2's ``model.parse_batch(batch)``,
+        which moves the batch with ``to_gpu``) handle data like any project function."""
         owner = graph.class_of_method(function_id)
-        return owner is not None and graph.is_module_class(owner)
+        if owner is None or not graph.is_module_class(owner):
+            return False
+        fn = graph.fn(function_id)
+        return fn.name in ("forward", "__call__", "__init__") or not graph.is_bound_method(function_id) \
+            or not any(p for p in fn.positional[1:])
+
+    optimizers = facts(graph).optimizer_classes
+
+    def is_state(function_id: str, name: str) -> bool:
+        """A model (an instance of a project module class) or an optimizer (a ``torch.optim``
+        class or one the knowledge names), by what the name may hold: never by its name."""
+        if graph.values is None:
+            return False
+        for origin in graph.values.of(function_id, name):
+            k, _, s = origin.partition(":")
+            if k == "inst" and graph.is_module_class(s) and not LOSS_NAME.search(graph.classes[s][1].name):
+                return True
+            if k == "ext" and s.endswith("()") and (".optim." in s or s[:-2].rsplit(".", 1)[-1] in optimizers):
+                return True
+        return False
 
     return Oracle(is_loader, is_read, lambda function_id, call: moves_node_to_device(graph, function_id, call),
-                  is_dataset, is_model)
+                  is_dataset, is_model, is_state)
 
 
 def with_knowledge(options: LoopOptions, known: dict[str, tuple[str, ...]]) -> LoopOptions:

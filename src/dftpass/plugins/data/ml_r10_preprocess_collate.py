@@ -294,11 +294,15 @@ class PreprocessCollate(Pass):
                         pre.setdefault(t, f"transform of {call.callee}()")
         # project functions a step's data passes through that transform it (batch provenance:
         # ``char_tensor(chunk)`` per sample in a producer, ``mnist()`` normalizing a data set)
-        for t, why in ctx.analysis("batch_provenance").transforms().items():
+        flow_transforms = ctx.analysis("batch_provenance").transforms()
+        for t, why in flow_transforms.items():
             pre.setdefault(t, why)
         for t in collate:
             pre.pop(t, None)
-        pre = {t: why for t, why in pre.items() if self._decoratable(t) and t not in readers}
+        # a function batch provenance found reading the data once and transforming it (pygcn's
+        # ``load_data``) is the outermost transform, though it reads too
+        pre = {t: why for t, why in pre.items() if self._decoratable(t, io=t in flow_transforms)
+               and (t not in readers or t in flow_transforms)}
         collate = {t: why for t, why in collate.items() if self._decoratable(t)}
         hand_pre, hand_collate = self._hand_annotated()
         pre = self._outermost(pre, hand_pre, lambda fs, fn: has_region(fs, fn, NODE))
@@ -415,10 +419,12 @@ class PreprocessCollate(Pass):
             return fn.cls.rsplit(".", 1)[-1]
         return fn.name
 
-    def _decoratable(self, function_id: str) -> bool:
+    def _decoratable(self, function_id: str, io: bool = False) -> bool:
+        """A function a preprocess decorator may go on; one that reads (``io``) only when batch
+        provenance found it preparing the data once, its reads inside (ML-R25 times them)."""
         fn = self.graph.fn(function_id)
         return not (fn.is_module or fn.is_generator or fn.is_async or function_id.endswith(".__init__")
-                    or does_io(self.graph, function_id))
+                    or not io and does_io(self.graph, function_id))
 
     def _hand_annotated(self) -> tuple[set[str], set[str]]:
         """Functions that already carry a preprocess region / a collate (derived) region."""

@@ -32,7 +32,14 @@ READS: dict[str, str] = {
     # one sample's tensor(s), in the data path (checkpoints are ML-R26's): the tensors of
     # whatever structure it holds
     "torch.load": "state",
+    # audio: a (samples, rate) pair (AUDIO_SAMPLES says which element holds the samples)
+    "scipy.io.wavfile.read": "ndarray",
+    "soundfile.read": "ndarray",
+    "librosa.load": "ndarray",
+    "torchaudio.load": "tensor",
 }
+#: reads that return a tuple: the position of the samples in it (its bytes are the read's size)
+AUDIO_SAMPLES = {"scipy.io.wavfile.read": 1, "soundfile.read": 0, "librosa.load": 0, "torchaudio.load": 0}
 #: methods that only convert what a read returned (the statement is still the read)
 CONVERSIONS = frozenset({"astype", "copy", "reshape", "transpose", "squeeze", "convert", "decode"})
 #: conversions that turn a numpy array into a numpy array
@@ -45,6 +52,8 @@ MEMMAP_COPIES = frozenset({"astype", "copy", "tolist"})
 COPY_CALLS = frozenset({"numpy.array", "numpy.copy", "torch.tensor"})
 #: calls that decode a lazily opened image into an array (``np.asarray(Image.open(p))``)
 DECODE_CALLS = frozenset({"numpy.array", "numpy.asarray"})
+#: calls that make a tensor of an array a read returned (the statement is still the read)
+TENSOR_OF = frozenset({"torch.from_numpy", "torch.as_tensor", "torch.tensor", "torch.FloatTensor"})
 #: the name a returned read is bound to, so that its size can be measured in the region
 READ_NAME = "_dft_read"
 #: calls that write data, by qualified name -> index of the argument whose bytes are written
@@ -151,7 +160,7 @@ class DataIO(Pass):
     id = "ML-R25"
     title = "Data I/O phases"
     kind = PassKind.TRANSFORM
-    requires = ("callgraph", "loops", "batch_provenance")
+    requires = ("callgraph", "loops", "batch_provenance", "checkpoints")
     tags = ("data", "io")
     Options = DataIOOptions
 
@@ -176,6 +185,39 @@ class DataIO(Pass):
         "    def __getitem__(self, i):\n        return np.load(f'{i}.npy'), i\n",
     ]
     INVALID = [
+        Case(
+            # audio reads (tacotron2): a (rate, samples) pair unpacked from scipy's wavfile.read, measured by
+            # its samples; a read inside the tensor it is turned into (torch.from_numpy(np.load(p)))
+            'import numpy as np\nimport torch\nfrom scipy.io.wavfile import read\n'
+            'from torch.utils.data import DataLoader, Dataset\n\n\ndef load_wav(path):\n'
+            '    rate, data = read(path)\n'
+            '    return torch.FloatTensor(data.astype(np.float32)), rate\n\n\n'
+            'class Speech(Dataset):\n    def __init__(self, paths, mels):\n'
+            '        self.paths, self.mels = paths, mels\n\n    def __len__(self):\n'
+            '        return len(self.paths)\n\n    def __getitem__(self, i):\n'
+            '        if self.mels:\n'
+            '            return torch.from_numpy(np.load(self.paths[i]))\n'
+            '        audio, rate = load_wav(self.paths[i])\n        return audio\n\n\n'
+            'def fit(model, opt, paths):\n'
+            '    for x in DataLoader(Speech(paths, False), batch_size=1):\n'
+            '        model(x).sum().backward()\n        opt.step()\n',
+            'from dftracer.python import ai\nimport numpy as np\nimport torch\n'
+            'from scipy.io.wavfile import read\n'
+            'from torch.utils.data import DataLoader, Dataset\n\n\ndef load_wav(path):\n'
+            '    with ai.data.io.read:\n        rate, data = read(path)\n'
+            '        ai.data.io.read.update(image_size=data.nbytes)\n'
+            '    return torch.FloatTensor(data.astype(np.float32)), rate\n\n\n'
+            'class Speech(Dataset):\n    def __init__(self, paths, mels):\n'
+            '        self.paths, self.mels = paths, mels\n\n    def __len__(self):\n'
+            '        return len(self.paths)\n\n    def __getitem__(self, i):\n'
+            '        if self.mels:\n            with ai.data.io.read:\n'
+            '                _dft_read = torch.from_numpy(np.load(self.paths[i]))\n'
+            '                ai.data.io.read.update(image_size=_dft_read.element_size() * _dft_read.nelement())\n'
+            '            return _dft_read\n        audio, rate = load_wav(self.paths[i])\n'
+            '        return audio\n\n\ndef fit(model, opt, paths):\n'
+            '    for x in DataLoader(Speech(paths, False), batch_size=1):\n'
+            '        model(x).sum().backward()\n        opt.step()\n',
+        ),
         Case(
             # a member of an archive is an array: its size plainly; with pickles allowed the
             # load can return any object: the guarded size
@@ -409,10 +451,14 @@ class DataIO(Pass):
                 self._emit(ctx, graph, function_id, region, why)
         # the reads a step's batches are cut from, once (batch provenance): a corpus read with
         # ``open().read()``, a whole data set read from a gzip file before training
+        checkpoint_ops = ctx.analysis("checkpoints").ops
         for function_id, stmts in sorted(ctx.analysis("batch_provenance").loads().items()):
             if function_id in path_functions or function_id in covered:
                 continue
             fs, fn = graph.functions[function_id]
+            # a checkpoint's load is the checkpoint's read (ML-R18/ML-R26), even where a step's
+            # value (the iteration it resumes from) is derived from it
+            stmts = stmts - {fn.calls[op.index].stmt for op in checkpoint_ops.get(function_id, ())}
             found = {r.path: r for r in _regions(graph, function_id, self.options.image_size)}
             for path in sorted(stmts):
                 region = found.get(path) or _load_region(graph, function_id, path)
@@ -518,7 +564,17 @@ def _regions(graph, function_id: str, measure: bool) -> list[_Region]:
             continue  # a region with no call in it is found again only by its update line
         if op == "read":
             kind = _bound_kind(graph, fs, a.value) or kind
+            chain = call_chain(a.value)
+            if chain and graph.qualify(fs, chain[0]) in AUDIO_SAMPLES:
+                continue  # ``pair = read(p)``: a (samples, rate) tuple, measured below when unpacked
         out[path] = _Region(path, a.line, op, what, a.target if op == "read" else None, kind)
+    for call in fn.calls:
+        # ``rate, data = wavfile.read(p)``: the samples are one element of the pair
+        position = AUDIO_SAMPLES.get(graph.qualify(fs, call.callee))
+        if position is not None and call.stmt not in out and call.stmt_kind == "assign" \
+                and len(call.assigned_to) > position and _NAME.match(call.assigned_to[position]):
+            out[call.stmt] = _Region(call.stmt, call.line, "read", f"{call.callee}()", call.assigned_to[position],
+                                     READS[graph.qualify(fs, call.callee)])
     for call in fn.calls:
         if call.stmt in out or call.stmt_kind not in ("expr", "return"):
             continue
@@ -539,6 +595,12 @@ def _read_or_open(graph, fs, fn, handles: Handles, value: str | None, keywords, 
             inner = call_chain(args[0])  # ``np.asarray(Image.open(p))``: the decode reads the file
             if inner and not inner[1] and not inner[2] and OPENERS.get(graph.qualify(fs, inner[0])) == "image":
                 return "read", f"{base}({inner[0]}())", "ndarray"
+        if qualified in TENSOR_OF and not subs and all(m in CONVERSIONS or m in ("float", "long") for m in methods) \
+                and args:
+            inner = call_chain(args[0])  # ``torch.from_numpy(np.load(p))``: the statement is the read
+            if inner and not inner[1] and not inner[2] and READS.get(graph.qualify(fs, inner[0])) in ("ndarray",
+                                                                                                     "maybe_array"):
+                return "read", f"{base}({inner[0]}())", "tensor"
         if qualified in READS and all(m in CONVERSIONS for m in methods):
             kind = READS[qualified] if not methods and not subs else "any"
             if qualified == "numpy.load":

@@ -67,6 +67,26 @@ class PipelinePhases(Pass):
     ]
     INVALID = [
         Case(
+            # an accelerate script's shape: one function trains, then evaluates after model.eval() in a
+            # batch loop of its own: the function is the train phase, that loop the evaluate phase
+            'import torch\n\n\n'
+            'def training_function(model, opt, train_dataloader, eval_dataloader, epochs):\n'
+            '    for epoch in range(epochs):\n        model.train()\n'
+            '        for batch in train_dataloader:\n'
+            '            model(batch).sum().backward()\n            opt.step()\n'
+            '        model.eval()\n        for batch in eval_dataloader:\n'
+            '            with torch.no_grad():\n'
+            '                print(model(batch).sum().item())\n',
+            'from dftracer.python import ai\nimport torch\n\n\n@ai.pipeline.train\n'
+            'def training_function(model, opt, train_dataloader, eval_dataloader, epochs):\n'
+            '    for epoch in range(epochs):\n        model.train()\n'
+            '        for batch in train_dataloader:\n'
+            '            model(batch).sum().backward()\n            opt.step()\n'
+            '        model.eval()\n        with ai.pipeline.evaluate:\n'
+            '            for batch in eval_dataloader:\n                with torch.no_grad():\n'
+            '                    print(model(batch).sum().item())\n',
+        ),
+        Case(
             # full-batch training (pygcn): the function the epoch loop calls for its one step is the train
             # phase; a gradient-free function named test that runs the model once is the test phase
             'import torch\n\nmodel = torch.nn.Linear(8, 3)\n'
@@ -264,6 +284,7 @@ class PipelinePhases(Pass):
             if found[0] == "pipeline.train":
                 for facts in batch:
                     self._predictions(ctx, graph, loops, function_id, facts.loop.index, after_eval=True)
+                self._evaluation_loops(ctx, graph, loops, function_id, batch)
             if fn.is_module:
                 self._module_level(ctx, fs, fn, batch, *found)
             else:
@@ -328,6 +349,30 @@ class PipelinePhases(Pass):
             why = ("the model in eval mode without gradients inside the training loop" if after_eval else
                    "the model run without gradients after each step of full-batch training")
             ctx.add_edit(fs.relpath, WrapStmt(self.id, call.line, f"evaluate phase: {why}", block,
+                                              ctx.names(fs.relpath).node("pipeline.evaluate")))
+
+    def _evaluation_loops(self, ctx, graph, loops, function_id: str, batch) -> None:
+        """In a function that trains, a batch loop of its own that does not train and runs
+        after ``model.eval()`` in the same block (an accelerate script's evaluation after each
+        epoch's training loop) is the evaluate phase: ``start()``/``stop()`` around it."""
+        fs, fn = graph.functions[function_id]
+        for facts in batch:
+            loop = facts.loop
+            if trains(graph, function_id, lambda call: bool(set(call.loops) &
+                                                            loops.loop_and_descendants(function_id, loop.index))):
+                continue
+            block, at = loop.stmt[:-1], loop.stmt[-1]
+            if not any(c.method == "eval" and not c.args and c.stmt[:-1] == block and c.stmt[-1][0] == at[0]
+                       and c.stmt[-1][1] < at[1] for c in fn.calls):
+                continue
+            if not loops.does_step(function_id, loops.loop_and_descendants(function_id, loop.index)):
+                continue
+            if any(is_node(fs, c.callee, "pipeline.evaluate", "start") for c in calls_at(fn, sibling(loop.stmt, -1))) \
+                    or any(is_node(fs, w, "pipeline.evaluate") for c in fn.calls if c.stmt == loop.stmt for w in c.withs):
+                continue
+            # a ``with`` region; the lean step makes it start()/stop() when nothing leaves the loop early
+            text = "evaluate phase: a batch loop without a backward pass after model.eval(), in a function that trains"
+            ctx.add_edit(fs.relpath, WrapStmt(self.id, loop.line, text, loop.stmt,
                                               ctx.names(fs.relpath).node("pipeline.evaluate")))
 
     def _module_level(self, ctx, fs, fn, batch, phase: str, why: str) -> None:

@@ -65,6 +65,17 @@ class EpochLoop(Pass):
     ]
     INVALID = [
         Case(
+            # a while loop whose bound is read off an object names the epochs (dlrm's ``while k < args.nepochs``)
+            'import torch\n\n\ndef run(args, model, opt, train_ld):\n    k = 0\n'
+            '    while k < args.nepochs:\n        for x in train_ld:\n'
+            '            model(x).sum().backward()\n            opt.step()\n        k += 1\n',
+            'from dftracer.python import ai\nimport torch\n\n\n'
+            'def run(args, model, opt, train_ld):\n    k = 0\n    while k < args.nepochs:\n'
+            '        with ai.pipeline.epoch:\n            for x in train_ld:\n'
+            '                model(x).sum().backward()\n                opt.step()\n'
+            '            k += 1\n',
+        ),
+        Case(
             # full-batch training (pygcn): no batch loop; the loop named for epochs calls a function that
             # trains once, outside any loop of its own: it is the epoch loop
             'import torch\n\nmodel = torch.nn.Linear(8, 3)\n'
