@@ -188,6 +188,8 @@ class FunctionSummary:
     return_tuples: tuple[tuple[str | None, ...], ...] = ()
     #: dotted texts of every ``with`` item in the body
     withs: tuple[str, ...] = ()
+    #: names the function declares ``global``: its assignments of them set module globals
+    globals: tuple[str, ...] = ()
     #: what the function yields: (dotted text of the value, a tuple's elements joined by ", ";
     #: indexes of the enclosing loops,
     #: whether it is ``yield from``)
@@ -642,6 +644,8 @@ class _FunctionWalker:
             return
         if isinstance(stmt, (ast.Global, ast.Nonlocal)):
             self.b.bound.update(stmt.names)
+            if isinstance(stmt, ast.Global):
+                fn.globals = tuple(dict.fromkeys((*fn.globals, *stmt.names)))
             return
 
         is_guard = at_module and len(path) == 1 and _is_main_guard(stmt)

@@ -213,6 +213,13 @@ class Values:
             for a in fs.module_scope.assigns:
                 if a.target == name:
                     out |= self.of(module_id, a.value, depth + 1)
+            # ``global dlrm`` in ``run()``, then ``dlrm = DLRM_Net(...)``: a module global too
+            for other in fs.functions:
+                if name in other.globals and not other.is_module:
+                    setter = f"{fs.relpath}::{other.qualname}"
+                    for a in other.assigns:
+                        if a.target == name:
+                            out |= self.of(setter, a.value, depth + 1)
             for index, position in self._unpacked(module_id).get(name, ()):
                 out |= self._tuple_element(module_id, index, position, depth + 1)
             if out:

@@ -269,9 +269,12 @@ def _transforms(flow, facts, sites: list[Site], per_batch: set[str], data_side: 
         target = s.target
         if s.kind != "call" or not target or target in skip or target in out:
             continue
-        before_loop = s.function == facts.function and not _within(s.stmt, facts.loop.stmt)
+        # read in before the loop (and outside every other loop of the function: a call in a
+        # second batch loop, dlrm's warm-up over the same loader, runs per batch there)
+        in_a_loop = any(_within(s.stmt, lp.stmt) for lp in graph.fn(s.function).loops)
+        before_loop = s.function == facts.function and not in_a_loop
         if not (s.function in data_side or before_loop or (s.function not in per_batch
-                                                             and s.function != facts.function)):
+                                                             and s.function != facts.function and not in_a_loop)):
             continue
         if s.function in item_side:
             continue  # a data set's item: ML-R9 times the sample, ML-R10 its named transforms

@@ -27,7 +27,7 @@ from dftpass.core.callgraph import CallGraph, Entry
 from dftpass.core.loops import LoopAnalysis
 from dftpass.core.passes import Pass, PassKind
 from dftpass.core.project import glob_match
-from dftpass.plugins.knowledge import framework_phase, is_backward, is_optimizer_step
+from dftpass.plugins.knowledge import framework_phase, is_backward, is_optimizer_step, run_by_loaders
 
 ROLES = ("train", "evaluate", "other")
 
@@ -99,9 +99,16 @@ def _evidence(graph: CallGraph, loops: LoopAnalysis, function_id: str) -> str | 
             role = "evaluate"
     for facts in loops.loops_of(function_id):
         if facts.kind == "batch":
-            if facts.split == "train" and loops.does_step(function_id, {facts.loop.index}):
+            inside = loops.loop_and_descendants(function_id, facts.loop.index)
+            steps = loops.does_step(function_id, inside)
+            if facts.split == "train" and steps:
                 return "train"
-            role = "evaluate"
+            # a loop over a loader whose body runs nothing of the project's (a script comparing
+            # two loaders batch by batch, dlrm's ``_test_bin``) says nothing of the program's role
+            runs_project = any(set(call.loops) & inside and any(not t.endswith(".__init__") for t in targets)
+                               for call, targets in graph.calls_with_targets(function_id))
+            if steps or runs_project or facts.by_flow or facts.anchored:
+                role = "evaluate"
     return role
 
 
@@ -156,6 +163,10 @@ def classify(graph: CallGraph, loops: LoopAnalysis, entry_globs: list[str], kind
         kind, reason = "library", ("no program entry (no `if __name__ == \"__main__\":` block, module-level "
                                    "script, console script or process target)")
     traced = [p for p in programs if p.instrumented]
+    for p in traced:
+        # what loaders run on the program's behalf (its data sets' protocol methods, the
+        # collate functions it hands them, also through a variable) is the program's too
+        reach[p.entry.key] = reach[p.entry.key] | run_by_loaders(graph, reach[p.entry.key])
     open_reach = next((why for p in traced for why in [_dynamic_construction(graph, runs[p.entry.key])] if why),
                       None)
     methods = frozenset(f for f in graph.functions if graph.class_of_method(f) is not None) if open_reach \
@@ -184,7 +195,7 @@ def _dynamic_construction(graph: CallGraph, functions: set[str]) -> str | None:
             dynamic = qualified in DYNAMIC_CALLS or last in DYNAMIC_CALLS and not graph.targets(function_id, index)
             if call.callee == "getattr" and len(call.args) >= 2 and not (call.args[1] or "").startswith(("'", '"')):
                 dynamic = True
-            if "[" in call.callee:
+            if call.callee.endswith("[]"):
                 dynamic = True  # ``MODELS[name](...)``: a registry of classes
             if dynamic:
                 return f"{call.callee}() at {fs.relpath}:{call.line}"

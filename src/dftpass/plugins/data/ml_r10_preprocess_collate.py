@@ -128,6 +128,33 @@ class PreprocessCollate(Pass):
     ]
     INVALID = [
         Case(
+            # dlrm's shape: the training program hands its loader a collate function chosen into a variable;
+            # the data module's own smoke test uses one of them too: both are the training program's (what loaders
+            # run on its behalf is in its reach), so neither is taken for code only the untraced smoke test runs
+            'import torch\nfrom torch.utils.data import DataLoader\n\n\n'
+            'def collate_offset(batch):\n    return torch.stack(batch)\n\n\n'
+            'def collate_length(batch):\n    return torch.stack(batch)\n\n\n'
+            'def make_loader(ds, by_length):\n    if ds:\n        collate = collate_offset\n'
+            '        if by_length:\n            collate = collate_length\n'
+            '        loader = DataLoader(ds, collate_fn=collate)\n    else:\n'
+            "        loader = DataLoader([])\n    return loader\n\n\nif __name__ == '__main__':\n"
+            '    for b in DataLoader([torch.zeros(2)] * 4, collate_fn=collate_offset):\n'
+            '        print(b)\n',
+            'from dftracer.python import ai\nimport torch\n'
+            'from torch.utils.data import DataLoader\n\n\n'
+            '@ai.data.preprocess.derive(name="collate")\ndef collate_offset(batch):\n'
+            '    return torch.stack(batch)\n\n\n@ai.data.preprocess.derive(name="collate")\n'
+            'def collate_length(batch):\n    return torch.stack(batch)\n\n\n'
+            'def make_loader(ds, by_length):\n    if ds:\n        collate = collate_offset\n'
+            '        if by_length:\n            collate = collate_length\n'
+            '        loader = DataLoader(ds, collate_fn=collate)\n    else:\n'
+            "        loader = DataLoader([])\n    return loader\n\n\nif __name__ == '__main__':\n"
+            '    for b in DataLoader([torch.zeros(2)] * 4, collate_fn=collate_offset):\n'
+            '        print(b)\n',
+            files={'train.py': "import torch\nfrom data import make_loader\n\n\ndef main():\n    model = torch.nn.Linear(2, 1)\n    opt = torch.optim.SGD(model.parameters(), lr=0.1)\n    for x in make_loader([torch.zeros(2)] * 4, False):\n        model(x).sum().backward()\n        opt.step()\n\n\nif __name__ == '__main__':\n    main()\n"},
+            path='data.py',
+        ),
+        Case(
             # the common shape: a project data set applies the torchvision Compose it is given
             "from PIL import Image\nfrom torch.utils.data import Dataset\nfrom torchvision import transforms\n\n\n"
             "class Folder(Dataset):\n    def __init__(self, paths, transform=None):\n        self.paths = paths\n"

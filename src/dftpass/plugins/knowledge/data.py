@@ -98,6 +98,9 @@ def _callable_targets(graph: CallGraph, function_id: str, fs: FileSummary, text:
     resolved = graph.resolve_name(fs, text)
     if resolved in graph.functions:
         out.add(resolved)
+    if graph.values is not None:
+        # ``collate_fn=collate`` after ``collate = collate_offset if flag else collate_length``
+        out |= {o[5:] for o in graph.values.of(function_id, text) if o.startswith("func:") and o[5:] in graph.functions}
     receiver, _, attr = text.rpartition(".")
     if receiver and graph.values is not None:
         for class_id in classes(graph.values.of(function_id, receiver)):

@@ -67,6 +67,33 @@ class PipelinePhases(Pass):
     ]
     INVALID = [
         Case(
+            # dlrm's shape: the model is a global that run() sets (``global net``), called through a helper;
+            # the test split read every k batches of training is a validation: the evaluate phase
+            'import torch\nfrom torch.utils.data import DataLoader\n\n\n'
+            'class Net(torch.nn.Module):\n    def __init__(self):\n        super().__init__()\n'
+            '        self.fc = torch.nn.Linear(4, 1)\n\n    def forward(self, x):\n'
+            '        return self.fc(x)\n\n\ndef wrap(x):\n    return net(x)\n\n\n'
+            'def inference(test_ld):\n    total = 0.0\n    for x in test_ld:\n'
+            '        total += wrap(x).sum().item()\n    return total\n\n\n'
+            'def run(train_data, test_data):\n    global net\n    net = Net()\n'
+            '    opt = torch.optim.SGD(net.parameters(), lr=0.1)\n'
+            '    train_ld = DataLoader(train_data)\n    test_ld = DataLoader(test_data)\n'
+            '    for j, x in enumerate(train_ld):\n        wrap(x).sum().backward()\n'
+            '        opt.step()\n        if j % 10 == 0:\n            inference(test_ld)\n',
+            'from dftracer.python import ai\nimport torch\n'
+            'from torch.utils.data import DataLoader\n\n\nclass Net(torch.nn.Module):\n'
+            '    def __init__(self):\n        super().__init__()\n'
+            '        self.fc = torch.nn.Linear(4, 1)\n\n    def forward(self, x):\n'
+            '        return self.fc(x)\n\n\ndef wrap(x):\n    return net(x)\n\n\n'
+            '@ai.pipeline.evaluate\ndef inference(test_ld):\n    total = 0.0\n'
+            '    for x in test_ld:\n        total += wrap(x).sum().item()\n    return total\n\n\n'
+            '@ai.pipeline.train\ndef run(train_data, test_data):\n    global net\n'
+            '    net = Net()\n    opt = torch.optim.SGD(net.parameters(), lr=0.1)\n'
+            '    train_ld = DataLoader(train_data)\n    test_ld = DataLoader(test_data)\n'
+            '    for j, x in enumerate(train_ld):\n        wrap(x).sum().backward()\n'
+            '        opt.step()\n        if j % 10 == 0:\n            inference(test_ld)\n',
+        ),
+        Case(
             # an accelerate script's shape: one function trains, then evaluates after model.eval() in a
             # batch loop of its own: the function is the train phase, that loop the evaluate phase
             'import torch\n\n\n'
@@ -408,6 +435,19 @@ def loopless_evaluations(graph, loops):
             yield function_id, "pipeline.test" if split == "test" else "pipeline.evaluate"
 
 
+def _run_while_training(graph, loops, function_id: str) -> bool:
+    """Whether the function is called inside a loop that trains (dlrm's ``inference()`` every
+    ``--test-freq`` batches of the training loop): what it runs is a validation, whatever the
+    split's name."""
+    for caller, site in graph.call_sites_of(function_id):
+        for index in site.loops:
+            facts = loops.facts.get((caller, index))
+            if facts is not None and facts.kind in ("batch", "epoch") and trains(
+                    graph, caller, lambda call, i=index: i in call.loops and call is not site):
+                return True
+    return False
+
+
 def full_batch_steps(graph, loops):
     """(function id, index of its outermost loop that calls an optimizer step itself) of every
     function with no batch loop: the training loop of a program that trains on the whole data
@@ -434,12 +474,15 @@ def phase_of(graph, loops, function_id: str, batch: list) -> tuple[str, str] | N
     if evaluates(fn, graph) or evaluated_by_callers(graph, function_id):
         # the test split (``MNIST(train=False)``) unless the name says validation
         test = "test" in fn.name.lower() or (any(f.split == "test" for f in batch)
-                                             and split_of([fn.name]) != "evaluate")
+                                             and split_of([fn.name]) != "evaluate"
+                                             and not _run_while_training(graph, loops, function_id))
         return ("pipeline.test" if test else "pipeline.evaluate"), "runs a batch loop without gradients"
     stepping = [f for f in batch if loops.does_step(function_id, {f.loop.index})]
     if not stepping:
         return None
     split = next((f.split for f in stepping if f.split), None)
+    if split == "test" and "test" not in fn.name.lower() and _run_while_training(graph, loops, function_id):
+        split = "evaluate"  # the test split, read every k steps of training: a validation
     if split:
         return f"pipeline.{split}", f"runs a step on every batch of the {split} data"
     named = split_of([fn.name])
