@@ -27,12 +27,15 @@ The groups, in the order a rule meets them:
   paths, environment variables, event categories), :func:`recognize` (what a dftracer construct in a file
   is: a rule calls it so as not to wrap what is wrapped already), :func:`is_node`, the
   regions on a function (:func:`regions_on`), :class:`FileNames` (``ctx.names(relpath)``:
-  every spelling of the API in the file's own names) and :func:`image_size`;
+  every spelling of the API in the file's own names, ``image_size`` of a read among them);
 * **edits**: :class:`WrapStmt`, :class:`WrapBody`, :class:`WrapIter`, :class:`Decorate`,
   :class:`Enumerate`, :class:`InsertBefore`, :class:`InsertAfter`, :class:`AddArgument`,
   queued with ``ctx.add_edit(relpath, edit)``; placement helpers
   (:func:`function_region`, :func:`has_region`, :func:`top_level_line`);
-* **runtime rules** (on a traced run): the overlap labels and the accounting of a run.
+* **runtime rules** (on a traced run): the overlap labels and the accounting of a run;
+* **what the analyses return**: :data:`ANALYSIS_RESULTS` maps each analysis id to the type
+  ``ctx.analysis(id)`` gives (:class:`LoopAnalysis`, :class:`Provenance`, :class:`Granularity`,
+  :class:`ComputeSpans` of :class:`StepSpan`...), each importable from here.
 """
 
 from __future__ import annotations
@@ -87,7 +90,37 @@ from dftpass.analysis.bottleneck import JUDGE_NOT, REMEDIES, STALLED, why_not_ju
 from dftpass.analysis.diagnosis import waits_materially
 from dftpass.traces.overlap import BELOW_TARGET, CANNOT_JUDGE, NO_OVERLAP
 
+# -- what the analyses return (``ctx.analysis(ID)``; docs/plugins.md, "Analyses") -------------
+from dftpass.core.callgraph import CallGraph
+from dftpass.core.loops import LoopAnalysis
+from dftpass.plugins.analyses.batch_provenance import BatchChain, Provenance
+from dftpass.plugins.analyses.compiled import Compiled
+from dftpass.plugins.analyses.compute_spans import ComputeSpans, StepSpan
+from dftpass.plugins.analyses.cost import Costs
+from dftpass.plugins.analyses.diagnosis import Diagnosis
+from dftpass.plugins.analyses.frameworks import Detection
+from dftpass.plugins.analyses.install import InstallPlan
+from dftpass.plugins.analyses.log_safety import LogSafety
+from dftpass.plugins.analyses.overhead import Granularity
+from dftpass.plugins.analyses.programs import Programs
+from dftpass.plugins.analyses.traces import RunAnalysis
+from dftpass.plugins.analyses.transfers import Transfers
+
+#: analysis id -> the type ``ctx.analysis(id)`` returns (tests/plugins/test_docs.py holds the
+#: docs' table to it)
+ANALYSIS_RESULTS = {
+    "batch_provenance": Provenance, "callgraph": CallGraph, "checkpoints": CheckpointPlan,
+    "collectives": CollectiveSites, "compiled": Compiled, "compute_spans": ComputeSpans, "cost": Costs,
+    "diagnosis": Diagnosis, "frameworks": Detection, "install": InstallPlan, "log_safety": LogSafety,
+    "loops": LoopAnalysis, "overhead": Granularity, "programs": Programs, "traces": RunAnalysis,
+    "transfers": Transfers,
+}
+
 __all__ = [
+    # what the analyses return
+    "ANALYSIS_RESULTS", "BatchChain", "CallGraph", "Compiled", "ComputeSpans", "Costs", "Detection", "Diagnosis",
+    "Granularity", "InstallPlan", "LogSafety", "LoopAnalysis", "Programs", "Provenance", "RunAnalysis", "StepSpan",
+    "Transfers",
     # declaring a rule
     "Case", "Expect", "Finding", "Pass", "PassKind", "Severity", "hookimpl",
     # the project

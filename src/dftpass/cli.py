@@ -26,7 +26,10 @@ exit codes (the same for every command):
        untouched, a double initialization), or for validate anything still to annotate
   2    usage or configuration error (unknown option or key, bad value, pipeline cycle,
        missing requirement, output folder that is not ours, no trace events)
-  3    internal error (a bug in dftpass or a plugin: please report it with the traceback)
+  3    internal error (a bug in dftpass or a plugin: please report it with the traceback);
+       a pass that raised, with --strict-plugins (plugins.strict)
+  4    plan, run, validate: a rule (or an analysis it needs) raised and was skipped; every
+       other rule's edits were applied (one warning line says which, -v the traceback)
   130  interrupted
   trace passes the traced program's own exit code through when a repeat failed (1 when it
   could not be started or was killed by a signal)

@@ -10,6 +10,7 @@ from dftpass.core import versions
 WHEEL = shlex.quote("dftracer" + (versions.tested_range() or ""))
 
 import json
+import pytest
 
 from tests.conftest import line_of
 
@@ -74,3 +75,23 @@ def test_install_chooses_the_wheel_or_a_source_build_with_flags(cli, torch_basic
     assert r.out.startswith("DFTRACER_ENABLE_HDF5=ON DFTRACER_ENABLE_MPI=ON ")
     assert r.out.strip().endswith(f"-m pip install --no-binary dftracer {WHEEL}")
     assert "DFTRACER_ENABLE_MPI (MPI: a.py)" in r.err
+
+BAD_CONFIGURATIONS = {
+    "an unknown plugin to disable": ("plugins.disable=[nosuch]", "plugins.disable names 'nosuch'"),
+    "an unknown rule": ("rules.select=[ML-R99]", "unknown rule 'ML-R99'"),
+    "an unknown option": ("rules.options.ML-R6.nosuch=1", "ML-R6 has no option 'nosuch'"),
+    "a bad value": ("overhead.budget=2", "'overhead.budget' must be a number in (0, 1)"),
+}
+
+
+@pytest.mark.parametrize("command", ["rules", "config", "plugins", "explain", "plan", "run", "validate", "detect"])
+@pytest.mark.parametrize("bad", sorted(BAD_CONFIGURATIONS))
+def test_every_command_refuses_a_bad_configuration_the_same_way(cli, project, tmp_path, command, bad):
+    """Issue 41: `rules` exited 0 on what `plan` refused with exit 2."""
+    setting, message = BAD_CONFIGURATIONS[bad]
+    root = project({"train.py": "print(1)\n"})
+    args = {"explain": ["explain", "ML-R6"], "run": ["run", root, "--out", tmp_path / "out"]}.get(
+        command, [command] if command in ("rules", "config", "plugins") else [command, root])
+    r = cli(*args, "--set", setting)
+    assert r.code == 2, (r.out, r.err)
+    assert message in r.err

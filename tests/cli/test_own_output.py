@@ -58,3 +58,44 @@ def test_code_that_trains_nothing_gets_no_region(cli, project, tmp_path):
     train = (tmp_path / "out" / "train.py").read_text()
     assert "ai.checkpoint" in train and "ai.dataloader.fetch" in train
     assert cli("validate", tmp_path / "out").code == 0
+
+
+#: issue 39's shapes, each as small as it comes: what dftpass writes for them passes its own checks
+SHAPES = {
+    "full-batch": {"train.py": (
+        "import torch\n\nmodel = torch.nn.Linear(8, 3)\nopt = torch.optim.Adam(model.parameters())\n"
+        "x, y = torch.randn(50, 8), torch.randint(0, 3, (50,))\n\n\ndef train(epoch):\n    model.train()\n"
+        "    opt.zero_grad()\n    torch.nn.functional.cross_entropy(model(x), y).backward()\n    opt.step()\n\n\n"
+        "def test():\n    model.eval()\n    print(model(x).argmax(1).float().mean().item())\n\n\n"
+        "for epoch in range(3):\n    train(epoch)\ntest()\n")},
+    "validation-inside-training": {"train.py": (
+        "import torch\nfrom torch.utils.data import DataLoader\n\n\ndef main():\n    model = torch.nn.Linear(4, 1)\n"
+        "    opt = torch.optim.SGD(model.parameters(), lr=0.1)\n    train_ld = DataLoader(torch.ones(8, 4), batch_size=4)\n"
+        "    test_ld = DataLoader(torch.ones(4, 4), batch_size=2)\n    k = 0\n    while k < 2:\n"
+        "        for j, x in enumerate(train_ld):\n            model(x).sum().backward()\n            opt.step()\n"
+        "            if j % 2 == 0:\n                for t in test_ld:\n                    print(model(t).sum().item())\n"
+        "        k += 1\n\n\nif __name__ == '__main__':\n    main()\n")},
+    "logging-generator": {
+        "utils.py": "class Logger:\n    def log_every(self, iterable, n):\n        for i, obj in enumerate(iterable):\n"
+                    "            yield obj\n            if i % n == 0:\n                print(i)\n",
+        "train.py": "import torch\nimport utils\nfrom streams import make_loader\n\n\ndef one_epoch(model, opt, loader):\n"
+                    "    for x, y in utils.Logger().log_every(loader, 10):\n        x = x.to('cuda')\n"
+                    "        torch.nn.functional.mse_loss(model(x), y).backward()\n        opt.step()\n\n\n"
+                    "def main():\n    model = torch.nn.Linear(4, 1)\n    opt = torch.optim.SGD(model.parameters(), lr=0.1)\n"
+                    "    for epoch in range(2):\n        one_epoch(model, opt, make_loader())\n\n\n"
+                    "if __name__ == '__main__':\n    main()\n"},
+}
+
+
+@pytest.mark.parametrize("shape", sorted(SHAPES))
+def test_issue_39_shapes_pass_their_own_checks(cli, project, tmp_path, shape):
+    root = project(SHAPES[shape], name=shape)
+    first = cli("run", root, "--out", tmp_path / "once")
+    assert first.code == 0, first.out + first.err
+    check = cli("validate", tmp_path / "once")
+    assert check.code == 0, f"validate rejects what run wrote:\n{check.out}"
+    written = tree_bytes(tmp_path / "once")
+    again = cli("run", tmp_path / "once", "--out", tmp_path / "twice")
+    assert again.code == 0, again.out + again.err
+    assert not sorted(k for k, v in tree_bytes(tmp_path / "twice").items() if written.get(k) != v)
+    assert "ai.dataloader.fetch" in (tmp_path / "once" / "train.py").read_text() or shape == "full-batch"

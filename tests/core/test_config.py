@@ -110,3 +110,33 @@ def test_set_takes_a_list_the_way_the_flags_do_and_says_what_it_could_not_read()
 )
 def test_rule_selection(rule, tags, default, select, ignore, expected):
     assert rule_selected(rule, tags, default, select, ignore) is expected
+
+
+# -- numbers as users write them (issue 41) --------------------------------------------------
+@pytest.mark.parametrize("spelling", ["1e-05", ".00001", "0.00001", "1E-5", "9e-05", "2e-05"])
+def test_a_number_in_any_python_spelling_is_a_number(tmp_path, spelling):
+    """YAML 1.1 reads ``1e-05`` as text; every layer reads it as the number it is."""
+    expected = float(spelling)
+    assert cli_overrides(None, None, None, [f"overhead.step-time={spelling}"])["overhead.step-time"].value == expected
+    (tmp_path / "dftpass.yaml").write_text(f"overhead:\n  step-time: {spelling}\n")
+    assert load_config(tmp_path).get("overhead.step-time") == expected
+
+
+def test_a_flag_s_bad_value_names_the_flag_and_a_file_s_names_the_file(tmp_path):
+    with pytest.raises(ConfigError, match=r"^--sample-every: 'overhead.sample-every' must be an integer >= 1"):
+        cli_overrides(None, None, None, flags=[("overhead.sample-every", 0, "--sample-every")])
+    (tmp_path / "dftpass.yaml").write_text("overhead:\n  step-time: -1e-05\n")
+    with pytest.raises(ConfigError, match=r"dftpass.yaml:2: 'overhead.step-time' must be a number of seconds > 0"):
+        load_config(tmp_path)
+
+
+def test_step_time_flag_takes_small_values(cli, tmp_path):
+    root = tmp_path / "p"
+    root.mkdir()
+    (root / "train.py").write_text("import torch\n\n\ndef main(model, loader, opt):\n    for x in loader:\n"
+                                   "        model(x).sum().backward()\n        opt.step()\n\n\n"
+                                   "if __name__ == '__main__':\n    main(None, [], None)\n")
+    for value in ("1e-05", ".00001", "9e-05"):
+        r = cli("plan", root, "--no-diff", "--step-time", value)
+        assert r.code in (0, 1), r.err
+        assert f"{float(value) * 1000:.2f} ms step" in r.out + r.err

@@ -194,5 +194,11 @@ def test_a_pass_may_ask_only_for_the_analyses_it_declares(project):
     undeclared = make_pass("A-2", requires=("callgraph",))
     undeclared.run = lambda self, ctx: ctx.analysis("programs")
     manager.add_passes(asks, undeclared)
+    result = annotate(root, manager.config, "plan", manager=manager, jobs=1)
+    assert [f.rule for f in result.failures] == ["A-2"]  # isolated: the other rule ran (issue 41)
+    assert "A-2 (plugin" in result.failures[0].error and \
+        "asked for analysis 'programs', which it does not declare" in result.failures[0].error
+    strict = PassManager(config(rules__select=["A-1", "A-2"], plugins__strict=True))
+    strict.add_passes(asks, undeclared)
     with pytest.raises(Exception, match="A-2 .* asked for analysis 'programs', which it does not declare"):
-        annotate(root, manager.config, "plan", manager=manager, jobs=1)
+        annotate(root, strict.config, "plan", manager=strict, jobs=1)

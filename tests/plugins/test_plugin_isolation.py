@@ -84,18 +84,118 @@ def test_a_disabled_broken_plugin_is_not_even_loaded(broken_site, project, tmp_p
     assert r.returncode == 0 and "broken" not in r.stderr
 
 
-def test_a_pass_that_raises_names_itself_and_its_plugin_and_json_stays_a_document(project, tmp_path):
-    (tmp_path / "plugins").mkdir()
-    (tmp_path / "plugins" / "boomplugin.py").write_text(RAISING)
+def _user_plugin(tmp_path, name: str, source: str) -> dict:
+    """A plugin module on the path, loaded by the user's configuration: the environment."""
+    (tmp_path / "plugins").mkdir(exist_ok=True)
+    (tmp_path / "plugins" / f"{name}.py").write_text(source)
     user = tmp_path / "config" / "dftpass"
-    user.mkdir(parents=True)
-    (user / "config.yaml").write_text("plugins:\n  load: [boomplugin]\n")
+    user.mkdir(parents=True, exist_ok=True)
+    (user / "config.yaml").write_text(f"plugins:\n  load: [{name}]\n")
+    return {"XDG_CONFIG_HOME": str(tmp_path / "config"), "PYTHONPATH": str(tmp_path / "plugins")}
+
+
+def test_a_pass_that_raises_is_strict_only_when_asked_and_json_stays_a_document(project, tmp_path):
+    env = _user_plugin(tmp_path, "boomplugin", RAISING)
     root = project({"train.py": "import torch\n"})
-    env = {"XDG_CONFIG_HOME": str(tmp_path / "config"), "PYTHONPATH": str(tmp_path / "plugins")}
-    r = dftpass("validate", root, "--select", "BOOM-1", "--format", "json", env=env)
+    r = dftpass("validate", root, "--select", "BOOM-1", "--format", "json", "--strict-plugins", env=env)
     assert r.returncode == 3
     assert "pass BOOM-1 (plugin 'boomplugin') failed: ValueError: kaboom" in r.stderr
     assert json.loads(r.stdout)["error"]["message"].startswith("pass BOOM-1 (plugin 'boomplugin') failed")
+    # isolated by default, in validate (check) mode too: exit 4, the failure in the JSON findings
+    r = dftpass("validate", root, "--select", "BOOM-1", "--format", "json", env=env)
+    assert r.returncode == 4, r.stderr
+    failure = [f for f in json.loads(r.stdout) if f["rule"] == "BOOM-1"]
+    assert len(failure) == 1 and failure[0]["severity"] == "warning"
+    assert "raised and was skipped, its edits dropped (plugin 'boomplugin', module boomplugin)" in failure[0]["message"]
+    assert "ValueError: kaboom" in failure[0]["message"]
+
+
+TRAIN = ("import torch\n\n\ndef main(model, loader, opt):\n    for x in loader:\n"
+         "        model(x).sum().backward()\n        opt.step()\n\n\n"
+         "if __name__ == '__main__':\n    main(None, [], None)\n")
+
+#: a plugin rule that queues an edit and then raises, and one whose analysis raises
+HALF_DONE = '''"""Two plugin rules that fail half-way."""
+from dftpass.api import Decorate, Pass, PassKind, hookimpl
+
+
+class Shaky(Pass):
+    """Queues an edit, then raises.
+
+    What it does:
+        Nothing useful. Why: A test. Example: None. Fix safety: n/a. Options: None.
+    """
+
+    id = "SHAKY-1"
+    title = "Shaky"
+    kind = PassKind.TRANSFORM
+    requires = ("callgraph",)
+
+    def run(self, ctx):
+        graph = ctx.analysis("callgraph")
+        fs, fn = graph.functions["train.py::main"]
+        ctx.add_edit(fs.relpath, Decorate(self.id, fn.line, "a half-done edit", fn.stmt, "shaky"))
+        raise KeyError("half-way")
+
+
+class Broken(Pass):
+    """An analysis that raises.
+
+    What it does:
+        Nothing. Why: A test. Example: None. Fix safety: n/a. Options: None.
+    """
+
+    id = "broken_facts"
+    title = "Broken facts"
+    kind = PassKind.ANALYSIS
+
+    def run(self, ctx):
+        return {}["missing"]
+
+
+class NeedsFacts(Pass):
+    """Needs the broken analysis.
+
+    What it does:
+        Nothing. Why: A test. Example: None. Fix safety: n/a. Options: None.
+    """
+
+    id = "NEEDS-1"
+    title = "Needs facts"
+    kind = PassKind.CHECK
+    requires = ("broken_facts",)
+
+    def run(self, ctx):
+        ctx.analysis("broken_facts")
+
+
+@hookimpl
+def dftpass_passes():
+    return [Shaky, Broken, NeedsFacts]
+'''
+
+
+def test_a_raising_plugin_rule_leaves_every_other_rule_s_edits_applied(project, tmp_path):
+    """Issue 41: a rule that raises (and an analysis a plugin provides that raises) stops no
+    other rule: its edits are dropped, one warning line says which and why, exit 4; with
+    plugins.strict (or --strict-plugins) it stops the command, exit 3."""
+    env = _user_plugin(tmp_path, "shaky", HALF_DONE)
+    root = project({"train.py": TRAIN})
+    r = dftpass("plan", root, "--select", "ML-R*,SHAKY-1,NEEDS-1", env=env)
+    assert r.returncode == 4, r.stderr
+    assert "+@ai.pipeline.train" in r.stdout and "enumerate(ai.dataloader.fetch.iter(loader))" in r.stdout
+    assert "+@shaky" not in r.stdout  # the half-done edit is dropped
+    lines = [line for line in r.stdout.splitlines() if "SHAKY-1" in line and "raised" in line]
+    assert len(lines) == 1 and "warning: SHAKY-1 raised and was skipped, its edits dropped (plugin 'shaky', " \
+        "module shaky): KeyError: 'half-way'" in lines[0]
+    assert "warning: NEEDS-1 skipped: the analysis broken_facts it needs (plugin 'shaky', module shaky) raised: " \
+           "KeyError: 'missing'" in r.stdout
+    assert "Traceback" not in r.stderr
+    assert "Traceback" in dftpass("plan", root, "--select", "ML-R*,SHAKY-1", "-v", env=env).stderr
+    strict = dftpass("plan", root, "--select", "ML-R*,SHAKY-1", "--set", "plugins.strict=true", env=env)
+    assert strict.returncode == 3 and "pass SHAKY-1 (plugin 'shaky') failed: KeyError" in strict.stderr
+    assert dftpass("run", root, "--select", "ML-R*,SHAKY-1", "--strict-plugins", "--out", tmp_path / "o",
+                   env=env).returncode == 3
 
 
 def test_plugins_load_in_a_projects_own_config_needs_trust(project, tmp_path):

@@ -116,3 +116,53 @@ def test_the_plugin_rule_written_on_the_public_api_times_a_sites_collectives(plu
     ran = subprocess.run([sys.executable, "-c", check], capture_output=True, text=True,
                          env={**os.environ, "PYTHONPATH": str(plugin_site)})
     assert ran.returncode == 0 and ran.stdout.strip().endswith("ok"), ran.stderr
+
+
+def test_the_plugin_rule_coordinates_with_a_built_in_rule_through_the_public_api(plugin_site, project):
+    """EX-3 (dftpass.api only) gives saves in training loops a checkpoint region where ML-R18
+    left none: with ML-R18 on it places nothing (no nesting, no warning), with ML-R18 off it
+    places its own; its examples pass as tests in the installed distribution."""
+    root = project({"train.py": (
+        "import torch\n\n\ndef train(model, opt, loader):\n    for i, x in enumerate(loader):\n"
+        "        model(x).sum().backward()\n        opt.step()\n        torch.save(model.state_dict(), f'{i}.pt')\n\n\n"
+        "if __name__ == '__main__':\n    train(None, None, [])\n")})
+    both = dftpass(plugin_site, "plan", root, "-v")
+    assert both.returncode == 0, both.stderr
+    assert "ai.checkpoint.capture.start()" in both.stdout and "with ai.checkpoint.capture" not in both.stdout
+    assert "info: EX-3 torch.save() is in ML-R18's checkpoint.capture region already" in both.stdout
+    assert "not placed" not in both.stdout
+    alone = dftpass(plugin_site, "plan", root, "--ignore", "ML-R18")
+    assert alone.returncode == 0, alone.stderr
+    assert "EX-3 a save in a training loop (torch.save())" in alone.stdout
+    check = ("from dftpass.testing import check_case\n"
+             "from dftpass_example_plugin.loop_saves import LoopSaves as R\n"
+             "for case in R.valid_cases() + R.INVALID:\n    check_case(R, case)\nprint('ok')\n")
+    ran = subprocess.run([sys.executable, "-c", check], capture_output=True, text=True,
+                         env={**os.environ, "PYTHONPATH": str(plugin_site)})
+    assert ran.returncode == 0 and ran.stdout.strip().endswith("ok"), ran.stderr
+
+
+def test_a_plugin_region_that_would_nest_in_a_built_in_one_is_refused_with_a_finding(plugin_site, project, tmp_path):
+    """The issue-41 case: a plugin's ``with ai.checkpoint.capture:`` on the torch.save that
+    ML-R18 holds in its start()/stop() pair: refused, and the finding names both rules."""
+    (tmp_path / "naive").mkdir()
+    (tmp_path / "naive" / "naive_saves.py").write_text(
+        "from dftpass.api import Pass, PassKind, WrapStmt, hookimpl\n\n\n"
+        "class Naive(Pass):\n    \"\"\"Wraps every torch.save, asking nobody.\n\n    What it does:\n"
+        "        A test. Why: A test. Example: None. Fix safety: n/a. Options: None.\n    \"\"\"\n\n"
+        "    id = 'NAIVE-1'\n    title = 'naive'\n    kind = PassKind.TRANSFORM\n    requires = ('callgraph',)\n"
+        "    after = ('ML-R18',)\n\n    def run(self, ctx):\n        graph = ctx.analysis('callgraph')\n"
+        "        for fid, (fs, fn) in graph.functions.items():\n            for call in fn.calls:\n"
+        "                if graph.qualify(fs, call.callee) == 'torch.save':\n"
+        "                    ctx.add_edit(fs.relpath, WrapStmt(self.id, call.line, 'a save', call.stmt,\n"
+        "                                                      ctx.names(fs.relpath).node('checkpoint.capture')))\n\n\n"
+        "@hookimpl\ndef dftpass_passes():\n    return [Naive]\n")
+    root = project({"train.py": (
+        "import torch\n\n\ndef train(model, opt, loader):\n    for i, x in enumerate(loader):\n"
+        "        model(x).sum().backward()\n        opt.step()\n        torch.save(model.state_dict(), f'{i}.pt')\n\n\n"
+        "if __name__ == '__main__':\n    train(None, None, [])\n")})
+    r = dftpass(plugin_site, "plan", root, "--set", "plugins.load=[naive_saves]",
+                env={"PYTHONPATH": f"{plugin_site}:{tmp_path / 'naive'}"})
+    assert "with ai.checkpoint.capture" not in r.stdout and "ai.checkpoint.capture.start()" in r.stdout
+    assert "warning: NAIVE-1 not placed: a save: it would open checkpoint.capture inside (or around) the " \
+           "start()/stop() region ML-R18 places at line 8" in r.stdout

@@ -11,7 +11,8 @@ import structlog
 
 from dftpass import __version__
 from dftpass.commands.common import load
-from dftpass.core.findings import Severity, render_json, render_sarif, render_text
+from dftpass.core.errors import EXIT_PASS_FAILED
+from dftpass.core.findings import Finding, Severity, render_json, render_sarif, render_text
 from dftpass.core.manager import natural_key
 from dftpass.core.console import Col, Progress, emit, table
 from dftpass.core.writer import write_copy, write_in_place
@@ -48,18 +49,28 @@ def print_timings(result: AnnotateResult) -> None:
     print("\n".join(table(["pass", Col("ms", True), Col("share", True), "status"], rows)), file=sys.stderr)
 
 
+def _failure_findings(result: AnnotateResult) -> list[Finding]:
+    """A pass that raised and was skipped, as the one warning line every format carries."""
+    return [Finding(f.rule, f.line(), severity=Severity.WARNING) for f in result.failures]
+
+
 def _findings_out(args: argparse.Namespace, result: AnnotateResult, manager) -> None:
     """Findings are each command's output: on stdout, for ``run``, ``plan`` and ``validate``
-    alike (counts, hints and progress go to stderr)."""
+    alike (counts, hints and progress go to stderr). A pass that raised is one warning among
+    them (its traceback on stderr with -v)."""
+    findings = [*result.findings, *_failure_findings(result)]
+    if args.verbose:
+        for failure in result.failures:
+            print(failure.traceback, end="", file=sys.stderr)
     if args.format == "json":
-        print(render_json(result.findings))
+        print(render_json(findings))
     elif args.format == "sarif":
-        print(render_sarif(result.findings, {c.id: c.title for c in manager.rules()}, __version__))
-    elif result.findings:
-        shown = _shown(args, result)
+        print(render_sarif(findings, {c.id: c.title for c in manager.rules()}, __version__))
+    elif findings:
+        shown = [*_shown(args, result), *_failure_findings(result)]
         if shown:
             emit(render_text(shown))
-        hidden = len(result.findings) - len(shown)
+        hidden = len(findings) - len(shown)
         if hidden:
             print(f"({plural(hidden, 'note')} not shown; -v shows them)", file=sys.stderr)
 
@@ -70,6 +81,8 @@ def _shown(args: argparse.Namespace, result: AnnotateResult):
 
 
 def _exit_code(result: AnnotateResult, strict_warnings: bool = False) -> int:
+    if result.failures:
+        return EXIT_PASS_FAILED  # a pass raised and was skipped: the output lacks its edits
     bad = {Severity.ERROR, Severity.WARNING} if strict_warnings else {Severity.ERROR}
     return 1 if any(f.severity in bad for f in result.findings) else 0
 

@@ -34,6 +34,9 @@ def add_config_options(p: argparse.ArgumentParser, *, rules: bool = True, jobs: 
         g.add_argument("--jobs", "-j", type=int, help="worker processes for per-file work (default 1)")
     g.add_argument("--trust-project-plugins", action="store_true",
                    help="let the project's configuration load plugin modules (plugins.load) from its tree")
+    g.add_argument("--strict-plugins", action="store_true",
+                   help="a pass that raises stops the command (exit 3) instead of being skipped (exit 4): "
+                        "plugins.strict, for CI")
     add_output_options(g)
 
 
@@ -99,16 +102,19 @@ def step_time_of(given: float | Path, measured: dict | None = None) -> float:
 def load(args: argparse.Namespace):
     """The resolved configuration and a pass manager for a command's arguments."""
     sets = list(getattr(args, "set", []) or [])
+    flags: list[tuple[str, object, str]] = []  # errors name the option the user typed
     if getattr(args, "step_time", None) is not None:
         measured: dict = {}
-        sets.append(f"overhead.step-time={step_time_of(args.step_time, measured)}")
-        sets += [f"{key}={value}" for key, value in measured.items()]
+        flags.append(("overhead.step-time", step_time_of(args.step_time, measured), "--step-time"))
+        flags += [(key, value, "--step-time") for key, value in measured.items()]
     if getattr(args, "sample_every", None) is not None:
-        sets.append(f"overhead.sample-every={args.sample_every}")
+        flags.append(("overhead.sample-every", args.sample_every, "--sample-every"))
     if getattr(args, "trust_project_plugins", False):
         sets.append("plugins.trust-project=true")
+    if getattr(args, "strict_plugins", False):
+        flags.append(("plugins.strict", True, "--strict-plugins"))
     overrides = cli_overrides(getattr(args, "select", None), getattr(args, "ignore", None),
-                              getattr(args, "jobs", None), sets)
+                              getattr(args, "jobs", None), sets, flags)
     project = getattr(args, "project", None)
     if project is not None and not project.is_dir():
         raise UsageError(f"{project}: not a folder")
@@ -116,6 +122,9 @@ def load(args: argparse.Namespace):
     manager = PassManager(config)
     for failure in manager.failures:
         print(f"dftpass: warning: {failure}", file=sys.stderr)
+    # every command refuses the same bad configuration the same way (unknown rules, plugins,
+    # options: exit 2), not only the ones that run passes (issue 41)
+    manager.check_config()
     return config, manager
 
 

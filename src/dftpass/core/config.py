@@ -169,6 +169,10 @@ KEYS: dict[str, KeySpec] = {
     "plugins.disable": KeySpec([], _list_of_str, "a list of plugin names",
                                "entry-point plugins not to load (every layer adds to the list)"),
     "plugins.load": KeySpec([], _list_of_str, "a list of module names", "local plugin modules to load"),
+    "plugins.strict": KeySpec(
+        False, lambda v: isinstance(v, bool), "true or false",
+        "a pass that raises stops the command (exit 3, for CI) instead of being skipped with a warning "
+        "(exit 4, the other rules' edits applied); --strict-plugins sets it"),
     "plugins.trust-project": KeySpec(
         False, lambda v: isinstance(v, bool), "true or false",
         "let a project's own configuration load plugin modules (site, user or --trust-project-plugins only)"),
@@ -285,7 +289,7 @@ def _flatten_yaml(root: yaml.Node, source_path: str, layer: str) -> dict[str, Va
             line = key_node.start_mark.line + 1
             src = Source(layer, source_path, line)
             if key in KEYS:
-                value = _node_to_python(value_node, source_path, budget)
+                value = coerce(key, _node_to_python(value_node, source_path, budget))
                 _check(key, value, src)
                 if key in _MERGED and isinstance(value_node, yaml.MappingNode):
                     _flatten_options(value_node, key, source_path, layer, out)
@@ -313,6 +317,25 @@ def _flatten_options(node: yaml.MappingNode, key: str, path: str, layer: str, ou
 def _hint(key: str) -> str:
     close = [k for k in KEYS if k.split(".")[-1] == key.split(".")[-1] and k != key]
     return f" (did you mean '{close[0]}'?)" if close else f"; known keys: {', '.join(sorted(KEYS))}"
+
+
+def coerce(key: str, value: Any) -> Any:
+    """A number as users write it, in any Python spelling (``1e-05``, ``.00001``, ``2E3``):
+    YAML 1.1 reads ``1e-05`` as text, and so would ``--set``. Only for a key whose check
+    refuses the text and accepts the number; anything else is returned as it is."""
+    spec = KEYS.get(key)
+    if spec is None or not isinstance(value, str) or spec.check(value):
+        return value
+    try:
+        number = float(value.strip())
+    except ValueError:
+        return value
+    if number != number or number in (float("inf"), float("-inf")):
+        return value
+    for candidate in ((int(number),) if number.is_integer() else ()) + (number,):
+        if spec.check(candidate):
+            return candidate
+    return value
 
 
 def _check(key: str, value: Any, src: Source) -> None:
@@ -507,10 +530,16 @@ def _check_plugin_trust(merged: dict[str, Value]) -> None:
 
 
 def cli_overrides(select: list[str] | None, ignore: list[str] | None, jobs: int | None,
-                  sets: Iterable[str] = ()) -> dict[str, Value]:
-    """The command-line layer. ``sets`` are ``KEY=VALUE`` strings, VALUE parsed as YAML."""
+                  sets: Iterable[str] = (), flags: Iterable[tuple[str, Any, str]] = ()) -> dict[str, Value]:
+    """The command-line layer. ``sets`` are ``KEY=VALUE`` strings, VALUE parsed as YAML;
+    ``flags`` are (key, value, the option the user typed: ``--step-time``), checked and named
+    as that option in an error."""
     out: dict[str, Value] = {}
     src = Source("cli")
+    for key, value, flag in flags:
+        value = coerce(key, value)
+        _check(key, value, Source("cli", flag))
+        out[key] = Value(value, Source("cli", flag))
     if select:
         out["rules.select"] = Value(_split_csv(select), src)
     if ignore:
@@ -535,6 +564,7 @@ def cli_overrides(select: list[str] | None, ignore: list[str] | None, jobs: int 
             continue
         if key not in KEYS:
             raise ConfigError(f"--set: unknown configuration key '{key}'" + _hint(key))
+        value = coerce(key, value)
         _check(key, value, Source("cli", "--set"))
         out[key] = Value(value, src)
     return out

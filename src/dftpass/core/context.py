@@ -24,6 +24,7 @@ from dftpass.core.edits import Edit, EditSet, edit_target
 from dftpass.core.emitter import FileNames
 from dftpass.core.errors import PluginError
 from dftpass.core.findings import Finding, Severity
+from dftpass.core.nesting import RegionIndex, STOP_OF_REFUSED
 from dftpass.core.project import Project
 
 class Manager(Protocol):
@@ -43,6 +44,28 @@ class Manager(Protocol):
     def precedence(self, winner: str, loser: str) -> str: ...
 
     def run_guarded(self, pass_id: str, run) -> Any: ...
+
+
+@attrs.define
+class PassFailure:
+    """A pass that raised and was skipped (``plugins.strict`` off): which, whose, and why."""
+
+    #: the rule that was skipped
+    rule: str
+    #: the pass that raised: the rule itself, or an analysis it asked for
+    failed: str
+    plugin: str
+    distribution: str
+    error: str
+    traceback: str
+
+    def line(self) -> str:
+        """The one line a command prints, after the rule's id."""
+        if self.failed == self.rule:
+            return (f"raised and was skipped, its edits dropped (plugin {self.plugin!r}, {self.distribution}): "
+                    f"{self.error}")
+        return (f"skipped: the analysis {self.failed} it needs (plugin {self.plugin!r}, {self.distribution}) "
+                f"raised: {self.error}")
 
 
 @attrs.define
@@ -71,6 +94,12 @@ class RunContext:
     _computing: list[str] = attrs.field(factory=list)
     #: the rule running now (None outside a rule: the manager's gates, the commands)
     running: str | None = None
+    #: the passes that raised and were skipped (:meth:`fail`)
+    failures: list[PassFailure] = attrs.field(factory=list)
+    #: analyses that raised: asked again, they raise again at once (each rule that needs one fails)
+    _failed: dict[str, Exception] = attrs.field(factory=dict)
+    #: per file, the regions the queued edits open (no node opens inside itself: core/nesting.py)
+    _regions: dict[str, RegionIndex] = attrs.field(factory=dict)
 
     # -- analyses ------------------------------------------------------------------------
     def analysis(self, pass_id: str) -> Any:
@@ -92,6 +121,8 @@ class RunContext:
         """The analysis, for the engine itself (edits and gates ask without a declaration)."""
         if pass_id in self._cache:
             return self._cache[pass_id]
+        if pass_id in self._failed:
+            raise self._failed[pass_id]
         if pass_id in self._computing:
             chain = " -> ".join([*self._computing, pass_id])
             raise RuntimeError(f"analysis cycle: {chain}")
@@ -100,11 +131,52 @@ class RunContext:
         start = time.perf_counter()
         try:
             result = self.manager.run_guarded(pass_id, lambda: instance.run(self))
+        except Exception as exc:
+            self._failed[pass_id] = exc
+            raise
         finally:
             self._computing.pop()
         self.timings.append(PassTiming(pass_id, time.perf_counter() - start))
         self._cache[pass_id] = result
         return result
+
+    def fail(self, rule: str, exc: Exception, distribution: str) -> None:
+        """Rule ``rule`` raised (or an analysis it asked for did): drop the edits it queued and
+        record why, for the one line the command prints and ``--format json``."""
+        import traceback
+
+        for edit_set in self.edit_sets.values():
+            edit_set.discard_rule(rule)
+        for index in self._regions.values():
+            index.forget_rule(rule)
+        failed = getattr(exc, "pass_id", None) or rule
+        cause = exc.__cause__ or exc
+        plugin = getattr(exc, "plugin", None) or "?"
+        self.failures.append(PassFailure(rule, failed, plugin, distribution, f"{type(cause).__name__}: {cause}",
+                                         "".join(traceback.format_exception(cause))))
+
+    def covered(self, relpath: str, stmt, node: str) -> str | None:
+        """The rule whose queued region of ``node`` (``"checkpoint.capture"``) already holds the
+        statement ``stmt`` of file ``relpath``, in any form (a decorator on its function, a
+        ``with`` or ``start()``/``stop()`` around it, a loop wrapped in ``.iter``); None if no
+        rule's does. The public way for a rule to coordinate with the rules before it (declare
+        ``after`` on them): ask before placing, rather than be refused."""
+        index = self._regions.get(relpath)
+        found = index.covering(node, stmt) if index is not None else None
+        return found.rule if found is not None else None
+
+    def _fit_statements(self, relpath: str, stmt) -> list:
+        """The statement that hands a callback over, and the later statements of its block
+        that call a framework's ``fit``: where the callback's regions open."""
+        block, (field, index) = stmt[:-1], stmt[-1]
+        out = [stmt]
+        for fn in self.summary(relpath).functions:
+            for call in fn.calls:
+                at = call.stmt
+                if call.method in ("fit", "fit_generator") and len(at) > len(block) and at[:len(block)] == block \
+                        and at[len(block)][0] == field and at[len(block)][1] > index:
+                    out.append(at[:len(block) + 1])
+        return list(dict.fromkeys(out))
 
     # -- per-file --------------------------------------------------------------------------
     def summary(self, relpath: str):
@@ -140,6 +212,17 @@ class RunContext:
                                     severity=Severity.INFO))
                 return False
         edit_set = self.edit_sets.setdefault(relpath, EditSet(relpath))
+        if edit not in edit_set and edit_set.holder(edit) is None:
+            outer = self._regions.setdefault(relpath, RegionIndex()).refuse(
+                edit, self.names(relpath).alias("ai"), lambda stmt: self._fit_statements(relpath, stmt))
+            if outer is not None:
+                # the same node inside itself keeps only the inner event: whatever the forms
+                if self.mode != "validate" and outer.form != STOP_OF_REFUSED:
+                    self.report(Finding(edit.rule, f"not placed: {edit.why}: it would open {outer.node} inside "
+                                        f"(or around) the {outer.form} region {outer.rule} places at line "
+                                        f"{outer.line} (the node is not re-entrant)", relpath, edit.line,
+                                        severity=Severity.WARNING if edit.rule != outer.rule else Severity.INFO))
+                return False
         if edit_set.add(edit):
             return True
         winner = edit_set.holder(edit)

@@ -137,6 +137,8 @@ def _region_key(edit: Edit) -> tuple | None:
         return ("stmt", edit.stmt, edit.with_item)
     if isinstance(edit, Decorate):
         return ("decorate", edit.func, edit.code)
+    if isinstance(edit, (WrapIter, WrapValue)):
+        return ("iter", edit.loop if isinstance(edit, WrapIter) else edit.stmt, edit.callee)
     return None
 
 
@@ -172,6 +174,19 @@ class EditSet:
             self._regions[key] = edit.rule
         self.edits.append(edit)
         return True
+
+    def __contains__(self, edit: Edit) -> bool:
+        return edit in self._seen
+
+    def discard_rule(self, rule: str) -> int:
+        """Drop every edit ``rule`` queued (a rule that raised half-way); how many."""
+        kept = [e for e in self.edits if e.rule != rule]
+        dropped = len(self.edits) - len(kept)
+        if dropped:
+            self.edits = kept
+            self._seen = set(kept)
+            self._regions = {k: r for k, r in self._regions.items() if r != rule}
+        return dropped
 
     def holder(self, edit: Edit) -> str | None:
         """The rule whose edit already holds the region ``edit`` would place, if another's."""

@@ -12,6 +12,8 @@ The node tree below is checked against the installed ``dftracer.python`` by
 
 from __future__ import annotations
 
+import re
+
 import functools
 import weakref
 
@@ -306,6 +308,14 @@ class FileNames:
     fs: FileSummary
     used: set[str] = attrs.field(factory=set)
     _chosen: dict[str, str] = attrs.field(factory=dict)
+
+    def alias(self, symbol: str) -> str:
+        """The name ``symbol`` has in this file, without recording that the file needs it."""
+        used = symbol in self.used
+        name = self._name(symbol)
+        if not used:
+            self.used.discard(symbol)
+        return name
 
     def _name(self, symbol: str) -> str:
         if symbol not in self._chosen:
@@ -677,3 +687,35 @@ TRACE_METADATA_OPS = (
     "access", "faccessat", "fcntl", "dup", "dup2", "link", "symlink", "readlink", "chmod", "chown",
     "fchmod", "fchown", "utime", "chdir",
 )
+
+
+# -- regions as emitted text (core/nesting.py reads them) -----------------------------------
+#: the nodes the ``dftpass.runtime`` callbacks open while a framework runs its loops
+#: (dftpass.runtime.regions.PATHS; tests/core/test_nesting.py holds them equal)
+CALLBACK_NODES = frozenset({"pipeline.epoch", "pipeline.evaluate", "dataloader.fetch", "compute",
+                            "compute.backward", "compute.step", "checkpoint.io.write"})
+_CALLBACK_CALL = re.compile(r"\.\w*Callback\(\)")
+_REGION_METHOD = re.compile(r"\.(start|stop)\(\)$")
+_DERIVED_NODE = re.compile(r'(.*)\.derive\(name="([^"]+)"\)$')
+
+
+def hands_callback(code: str) -> bool:
+    """Whether emitted code hands a framework one of ``dftpass.runtime``'s callbacks."""
+    return bool(_CALLBACK_CALL.search(code))
+
+
+def region_node(code: str, ai: str) -> str | None:
+    """The node an emitted expression names, under the file's ``ai`` alias:
+    ``ai.checkpoint.capture`` -> ``checkpoint.capture``; ``ai.dataloader.fetch.iter`` and
+    ``....start()`` -> ``dataloader.fetch``; ``ai.data.preprocess.derive(name="collate")``
+    -> ``data.preprocess#collate``; None for what is not under ``ai``."""
+    text = code.strip()
+    if not (text == ai or text.startswith(ai + ".")):
+        return None
+    path = text[len(ai) + 1:] if text != ai else ""
+    derived = _DERIVED_NODE.match(path)
+    if derived:
+        return f"{derived.group(1)}#{derived.group(2)}"
+    path = _REGION_METHOD.sub("", path)
+    return path[:-len(".iter")] if path.endswith(".iter") else path
+

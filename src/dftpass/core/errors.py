@@ -11,8 +11,15 @@ class UserError(Exception):
 
 
 class PluginError(Exception):
-    """A plugin's hook or pass raised; the message names the plugin (and the pass)."""
+    """A plugin's hook or pass raised; the message names the plugin (and the pass).
+    ``pass_id`` and ``plugin`` say which pass and plugin, when it was a pass."""
+
+    def __init__(self, message: str, pass_id: str | None = None, plugin: str | None = None) -> None:
+        super().__init__(message)
+        self.pass_id, self.plugin = pass_id, plugin
 
 
-#: the exit codes of every command (``dftpass --help`` says what each means)
+#: the exit codes of every command (``dftpass --help`` says what each means); a pass that
+#: raised and was skipped (the other rules' edits applied): EXIT_PASS_FAILED
 EXIT_OK, EXIT_FINDINGS, EXIT_USAGE, EXIT_INTERNAL, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
+EXIT_PASS_FAILED = 4

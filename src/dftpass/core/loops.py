@@ -627,6 +627,8 @@ class LoopAnalysis:
             return True
         if loop.kind != "for" or loop.literal_iter or loop.iter_text.endswith(".items()"):
             return False
+        if any(self.recognize(fs, layer.callee) for layer in loop.layers):
+            return False  # wrapped by dftracer already: ``ai.pipeline.epoch.iter(range(n))`` is an epoch loop
         heads = [_last(layer.callee) for layer in loop.layers
                  if _last(layer.callee) not in ("enumerate", "tqdm", "track", "zip")]
         if heads[:1] and heads[0] in self._COUNTING:

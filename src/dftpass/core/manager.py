@@ -207,7 +207,8 @@ def run_pass(manager: "PassManager", pass_id: str, run):
         raise
     except Exception as exc:
         plugin = manager.provider.get(pass_id, "?")
-        raise PluginError(f"pass {pass_id} (plugin {plugin!r}) failed: {type(exc).__name__}: {exc}") from exc
+        raise PluginError(f"pass {pass_id} (plugin {plugin!r}) failed: {type(exc).__name__}: {exc}",
+                          pass_id, plugin) from exc
 
 
 class PassManager:
@@ -444,7 +445,12 @@ class PassManager:
         for pid in pipeline:
             cls = self.registry[pid]
             if cls.kind == PassKind.ANALYSIS:
-                ctx.analysis(pid)
+                try:
+                    ctx.analysis(pid)
+                except PluginError:
+                    if self.config.get("plugins.strict"):
+                        raise
+                    # said by each rule that needs it, which is skipped (the error is kept)
                 continue
             why = self.gate(ctx, cls)
             if why and why.startswith("skipped: a library") and not any(
@@ -463,9 +469,27 @@ class PassManager:
             ctx.running = pid
             try:
                 run_pass(self, pid, lambda: self.instance(pid).run(ctx))
+            except PluginError as exc:
+                if self.config.get("plugins.strict"):
+                    raise
+                # one rule that raises stops no other: its edits are dropped, the failure is said
+                ctx.fail(pid, exc, self.distribution(exc.plugin or self.provider.get(pid, "?")))
+                ctx.timings.append(PassTiming(pid, time.perf_counter() - start, "failed"))
+                continue
             finally:
                 ctx.running = None
             ctx.timings.append(PassTiming(pid, time.perf_counter() - start))
+
+    def distribution(self, plugin: str) -> str:
+        """The distribution (and version) a plugin came from, as a failure names it: the
+        entry point's package, ``dftpass`` for the built-in passes, the module for
+        ``plugins.load``."""
+        if plugin == "builtin":
+            return "dftpass"
+        for ep in _entry_points():
+            if ep.name == plugin and getattr(ep, "dist", None) is not None:
+                return f"{ep.dist.name} {ep.dist.version}"
+        return f"module {plugin}" if plugin in (self.config.get("plugins.load") or ()) else plugin
 
 
 def _coerce(field: attrs.Attribute, value: Value, where: str, pass_id: str):
@@ -479,7 +503,12 @@ def _coerce(field: attrs.Attribute, value: Value, where: str, pass_id: str):
     elif t is int:
         ok = isinstance(v, int) and not isinstance(v, bool)
     elif t is float:
-        ok = isinstance(v, (int, float)) and not isinstance(v, bool)
+        if isinstance(v, str):  # ``1e-05`` in YAML is text: a number as users write it
+            try:
+                v = float(v.strip())
+            except ValueError:
+                pass
+        ok = isinstance(v, (int, float)) and not isinstance(v, bool) and v == v
         v = float(v) if ok else v
     elif t is str:
         ok = isinstance(v, str)

@@ -87,6 +87,8 @@ class AnnotateResult:
     out: Path | None = None
     #: lines the command prints under its summary (the tracing budget's decision)
     headlines: list[str] = attrs.field(factory=list)
+    #: the passes that raised and were skipped (:class:`dftpass.core.context.PassFailure`)
+    failures: list = attrs.field(factory=list)
 
     def changed(self) -> list[FileResult]:
         return [f for f in self.files.values() if f.changed]
@@ -242,7 +244,8 @@ def _annotate(root: Path, config: Config, mode: str, passes: Iterable[str] | Non
                 ctx.findings.append(Finding(TOOL, applied.error, applied.relpath, 0, 0, Severity.ERROR))
         ctx.timings.append(PassTiming("(apply edits: libcst)", time.perf_counter() - start))
 
-    result = AnnotateResult(mode, project.root, pipeline, files, ctx.findings, ctx.timings, len(project.files))
+    result = AnnotateResult(mode, project.root, pipeline, files, ctx.findings, ctx.timings, len(project.files),
+                            failures=ctx.failures)
     budget = ctx.cached("overhead")
     if budget is not None and budget.describe():
         result.headlines.append(budget.describe())
