@@ -132,11 +132,18 @@ class OtherIO(Pass):
     id = "ML-R27"
     title = "Other I/O"
     kind = PassKind.TRANSFORM
-    requires = ("callgraph", "loops", "programs")
+    requires = ("callgraph", "loops", "programs", "batch_provenance")
     tags = ("io", "other")
     Options = OtherIOOptions
 
     VALID = [
+        # the data a full-batch step trains on, read once (pygcn's genfromtxt): ML-R25's data.io,
+        # not a configuration read
+        "import numpy as np\nimport torch\n\n\ndef load_data(path):\n    raw = np.genfromtxt(path)\n"
+        "    return torch.tensor(raw, dtype=torch.float32)\n\n\nx = load_data('features.txt')\n"
+        "model = torch.nn.Linear(4, 1)\nopt = torch.optim.SGD(model.parameters(), lr=0.1)\n\n\ndef train(epoch):\n"
+        "    opt.zero_grad()\n    model(x).sum().backward()\n    opt.step()\n\n\nfor epoch in range(3):\n"
+        "    train(epoch)\n",
         # a metrics line written every batch: a hot path (a note says why it is left alone)
         Case(
             "import json\n\n\ndef train(model, loader, optimizer, log_path):\n    with open(log_path, 'a') as log:\n"
@@ -245,6 +252,8 @@ class OtherIO(Pass):
         programs = ctx.analysis("programs")
         excluded = set(data_path(graph, loops)) | _checkpoint_functions(graph) | run_inside(graph, _region_node)
         hot = _batch_reach(graph, loops)
+        # the data the batches are cut from, read once (pygcn's genfromtxt): ML-R25's data.io
+        loads = ctx.analysis("batch_provenance").loads()
         found: list[tuple[str, _Region]] = []
         for function_id, module_statements in sorted(_scope(graph, programs).items()):
             if function_id in excluded:
@@ -254,6 +263,8 @@ class OtherIO(Pass):
                 continue
             for region in _regions(graph, function_id, self.options.image_size):
                 if fn.is_module and not _runs_after_start(fs, region, module_statements):
+                    continue
+                if region.path in loads.get(function_id, ()):
                     continue
                 found.append((function_id, region))
         for function_id, region in found:
