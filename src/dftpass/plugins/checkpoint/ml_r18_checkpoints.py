@@ -41,6 +41,10 @@ class CheckpointRegions(Pass):
           name taken from it; a loop never extends it). Saves next to each other share one
           region. When both branches of an ``if``/``else`` load and the restoring follows it
           (pytorch/examples' imagenet), the region goes around the ``if``/``else`` too.
+        * A helper that only writes what it is handed, forwarding ``*args`` or on one rank
+          (detr's ``save_on_master(*args, **kwargs)``: ``if is_main_process(): torch.save(*args,
+          **kwargs)``), is its callers' checkpoint: each call that hands it state gets the
+          capture, and its ``torch.save`` is that capture's ``checkpoint.io.write`` (ML-R26).
         * A checkpointing class (one method saves, one loads, none trains: DLIO's
           ``save_state``/``load_state``) gets ``@ai.checkpoint.init`` on its ``__init__`` (event
           ``checkpoint.init``). An abstract base's constructor that only the subclasses'

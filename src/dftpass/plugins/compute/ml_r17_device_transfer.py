@@ -18,7 +18,11 @@ class DeviceTransfer(Pass):
         data is drawn or read to what the step consumes, wherever they are (two calls below
         the loop, in a producer or a generator, in a data set's ``__getitem__``), and not
         the moves of anything else (a recurrent state the model makes, timesteps drawn in
-        the step). For a batch loop whose step provenance cannot walk, the moves in the loop,
+        the step). What the batch loop itself draws (its iterable, its ``next()``) is data,
+        whoever produced it (a loader ``deepspeed.initialize`` hands back), and so is what a
+        model's own data method moves (``model.parse_batch(batch)`` with ``to_gpu`` inside); a
+        ``batch.to(device)`` statement of its own (a BatchEncoding moved in place) counts
+        too. For a batch loop whose step provenance cannot walk, the moves in the loop,
         in the project functions its body calls (one level down, not the model) and in the
         batch producers count, as before: ``data, target = data.to(device), target.to(device)``,
         ``x = x.cuda(non_blocking=True)``, ``batch = {k: v.to(device) for k, v in

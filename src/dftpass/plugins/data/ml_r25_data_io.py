@@ -104,7 +104,10 @@ class DataIO(Pass):
         The reads: ``x = np.load(p)``, ``np.fromfile``, ``cv2.imread``,
         ``torchvision.io.read_image``, ``pd.read_parquet``/``read_csv``, ``imageio``/``tifffile``
         reads, ``torch.load`` of a sample, each possibly followed by a conversion
-        (``.astype(...)``, ``[..., ::-1]``); ``img = Image.open(p).convert('RGB')`` (the decode),
+        (``.astype(...)``, ``[..., ::-1]``) or made a tensor at once
+        (``torch.from_numpy(np.load(p))``); audio reads that return a pair, measured by the
+        samples (``rate, data = wavfile.read(p)``: ``data``; ``soundfile.read``,
+        ``librosa.load``, ``torchaudio.load``: the first); ``img = Image.open(p).convert('RGB')`` (the decode),
         and ``img.load()`` after a lazy ``img = Image.open(f)``;
         ``buf = f.read()`` on a file; ``x = f[key][i]`` on an ``h5py.File`` (or ``ds[i]`` on
         one of its data sets, a zarr array); and the statement that copies slices out of an

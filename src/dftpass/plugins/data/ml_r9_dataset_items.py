@@ -16,7 +16,9 @@ class DatasetItems(Pass):
 
     What it does:
         For each map-style data set (a class with ``__getitem__`` that subclasses a
-        ``Dataset`` or is handed to a ``DataLoader``), the function that really reads one
+        ``Dataset``, directly or through a library's data set class such as
+        ``torchvision.datasets.CocoDetection``, or is handed to a ``DataLoader``), the
+        function that really reads one
         sample gets ``@ai.data.item``: ``__getitem__`` itself, unless it only dispatches
         (its one project call is the one it returns, whatever it logs or counts first).
         Then the dispatch is followed, through factories (``self.reader`` set from
@@ -31,6 +33,12 @@ class DatasetItems(Pass):
         of the name the item returns (``x = ...; return x``), or of the sample a function it
         calls cuts and keeps (DLIO's ``get_sample``: ``image = self.open_file_map[f][...,
         i]``), measured by ``dftpass.runtime.nbytes`` while tracing.
+
+        When some loader's data set is built where dftpass cannot see which class it is (a
+        registry ``DATASETS[name](...)``, a configuration, a factory outside the project),
+        every project class with the map-style protocol (``__getitem__`` and ``__len__``, not
+        a model) is taken for a data set, and a note says it is unsure: an item region costs
+        one event a sample, a missing one hides the loading.
 
         An iterable data set (``IterableDataset`` with a generator ``__iter__``) gets
         ``with ai.data.item:`` around the statements of its loop that come before the

@@ -34,6 +34,14 @@ class PipelinePhases(Pass):
         a block in a training batch loop (also under an ``if``) right after ``model.eval()``:
         the evaluation every k steps.
 
+        Other shapes: in full-batch training the function an epoch loop calls for its one
+        step is the *train* phase (pygcn's ``train(epoch)``); a gradient-free function named
+        for evaluation or test that runs the model once (no batch loop: pygcn's ``test()``) is
+        that phase; in a function that trains, a batch loop of its own after ``model.eval()``
+        that does not train gets ``with ai.pipeline.evaluate:`` (an Accelerate script's
+        evaluation after each epoch); and the test split read inside a training loop (dlrm's
+        ``inference()`` every ``--test-freq`` batches) is a validation: *evaluate*.
+
     Why:
         Phase events split the timeline into training and evaluation, so time can be
         attributed per phase. Deciding from what the body does (not from the name) finds

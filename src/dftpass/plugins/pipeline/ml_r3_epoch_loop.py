@@ -11,8 +11,11 @@ class EpochLoop(Pass):
     What it does:
         The epoch loop is the innermost loop that contains a batch loop, in the same
         function or through the functions it calls (the ``loops`` analysis), at module level
-        too; a loop over a literal list (``for split in ['train', 'val']``) is not one. Its
-        iterable is wrapped whole; the loop variable is untouched.
+        too; a loop over a literal list (``for split in ['train', 'val']``) is not one. In
+        full-batch training (no batch loop: pygcn's ``for epoch in range(n): train(epoch)``), a
+        loop named for epochs that calls a function training once is the epoch loop. A
+        ``while`` loop names its epochs by its counter or its bound (``while k <
+        args.nepochs``). Its iterable is wrapped whole; the loop variable is untouched.
 
     Why:
         One ``epoch.block`` event per epoch gives the epoch's duration and separates
