@@ -134,6 +134,9 @@ class CallGraph:
     _mro_cache: dict[str, list[str]] = attrs.field(factory=dict)
     _subclass_cache: dict[str, list[str]] = attrs.field(factory=dict)
     values: Values | None = None
+    #: facts derived from the whole graph once, by name (``"stepping"``: the functions that
+    #: reach a training step): what would otherwise be walked again for every question
+    memo: dict[str, Any] = attrs.field(factory=dict)
 
     # -- queries ---------------------------------------------------------------------------
     def fn(self, function_id: str) -> FunctionSummary:

@@ -38,6 +38,7 @@ from typing import Callable, Iterator, NamedTuple
 
 import attrs
 
+from dftpass.core import work
 from dftpass.core.summary import StmtPath, dotted
 
 #: how many statements, calls and parameters deep one walk may go
@@ -180,6 +181,8 @@ class DataFlow:
     oracle: Oracle = attrs.field(factory=Oracle)
     _modules: dict[str, ast.Module | None] = attrs.field(factory=dict)
     _scopes: dict[str, _Scope | None] = attrs.field(factory=dict)
+    #: function id -> what it hands out (:meth:`_outputs`), found once per function
+    _outs: dict[str, list] = attrs.field(factory=dict)
     _partials: dict[str, list[tuple[str, ast.Call, int]]] | None = None
 
     # -- the questions --------------------------------------------------------------------
@@ -227,6 +230,7 @@ class DataFlow:
                 if item.frame and not nxt.frame and nxt.function == item.function:
                     nxt = nxt._replace(frame=item.frame)  # still inside the call it entered by
                 queue.append(nxt)
+        work.count("dataflow.walk", visited)
         return trace
 
     def derive_call_args(self, function_id: str, line: int, col: int, receiver: bool = False) -> Trace:
@@ -622,11 +626,13 @@ class DataFlow:
     # -- what a function hands out ----------------------------------------------------------
     def _outputs(self, function_id: str) -> list[tuple[ast.expr, StmtPath, str]]:
         """What a function hands out: the expressions it returns or yields, with the role of
-        what comes out (``yield from x`` hands out x's elements)."""
+        what comes out (``yield from x`` hands out x's elements). Found once per function."""
+        if function_id in self._outs:
+            return self._outs[function_id]
         scope = self.scope(function_id)
         if scope is None:
             return []
-        out = []
+        out = self._outs[function_id] = []
         for node in _own_nodes(scope.node):
             stmt = scope.stmts.get(id(getattr(node, "_dft_stmt", node)), ())
             if isinstance(node, ast.Return) and node.value is not None:
@@ -770,12 +776,15 @@ def _own_nodes(root: ast.AST) -> Iterator[ast.AST]:
     stack = list(ast.iter_child_nodes(root)) if not isinstance(root, ast.Module) else list(root.body)
     if isinstance(root, (ast.FunctionDef, ast.AsyncFunctionDef)):
         stack = list(root.body)
+    visited = 0
     while stack:
         node = stack.pop()
         if isinstance(node, _SCOPE_NODES):
             continue
+        visited += 1
         yield node
         stack.extend(ast.iter_child_nodes(node))
+    work.count("dataflow.nodes", visited)
 
 
 def _blocks(stmt: ast.stmt) -> Iterator[tuple[str, list[ast.stmt]]]:

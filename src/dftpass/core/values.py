@@ -25,6 +25,7 @@ from typing import Iterable, Protocol
 
 import attrs
 
+from dftpass.core import work
 from dftpass.core.summary import ClassSummary, FileSummary, FunctionSummary
 
 
@@ -114,6 +115,7 @@ class Values:
         if key in self._active:
             return _EMPTY  # a cycle: what it adds comes from the other paths
         self._active.add(key)
+        work.count("values.evaluations")
         try:
             result = frozenset(self._of(function_id, text, depth)) or _EMPTY
         finally:

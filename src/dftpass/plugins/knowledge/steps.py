@@ -6,6 +6,7 @@ from __future__ import annotations
 import re
 from typing import Iterator
 
+from dftpass.core import work
 from dftpass.core.callgraph import CallGraph
 from dftpass.core.summary import CallSite, FileSummary, FunctionSummary
 from dftpass.plugins.knowledge.facts import facts
@@ -103,24 +104,36 @@ def trains(graph: CallGraph, function_id: str, call_filter=None) -> bool:
     """Whether the function's calls (those passing ``call_filter``), or the project functions
     they call, do a backward pass or an optimizer step."""
     fs, fn = graph.functions[function_id]
-    targets = []
+    stepping = _stepping(graph)
     for call, found in graph.calls_with_targets(function_id):
         if call_filter is not None and not call_filter(call):
             continue
         if is_backward(call, graph, fs) or is_optimizer_step(graph, fs, fn, call):
             return True
-        targets.extend(found)
-    seen: set[str] = set()
-    while targets:
-        t = targets.pop()
-        if t in seen:
-            continue
-        seen.add(t)
-        tfs, tfn = graph.functions[t]
-        if any(is_backward(c, graph, tfs) or is_optimizer_step(graph, tfs, tfn, c) for c in tfn.calls):
+        if any(t in stepping for t in found):
             return True
-        targets.extend(graph.callees(t))
     return False
+
+
+def _stepping(graph: CallGraph) -> frozenset[str]:
+    """The functions that do a backward pass or an optimizer step, or reach one through the
+    call graph: found once per graph, backwards from the steps along the callers (a question
+    per loop used to walk everything below it again: quadratic on deep projects, issue 40)."""
+    found = graph.memo.get("stepping")
+    if found is not None:
+        return found
+    own = {function_id for function_id, (fs, fn) in graph.functions.items()
+           if any(is_backward(c, graph, fs) or is_optimizer_step(graph, fs, fn, c) for c in fn.calls)}
+    out, frontier = set(own), list(own)
+    while frontier:
+        node = frontier.pop()
+        for caller in graph.callers(node):
+            if caller not in out and caller in graph.functions:
+                out.add(caller)
+                frontier.append(caller)
+    work.count("trains.functions", len(graph.functions) + len(out))
+    graph.memo["stepping"] = frozenset(out)
+    return graph.memo["stepping"]
 
 
 def evaluates(fn: FunctionSummary, graph: CallGraph | None = None) -> bool:
