@@ -220,3 +220,28 @@ def test_a_limit_of_dftpass_is_a_warning_in_plan_and_a_note_in_validate(cli, pro
     assert quiet.code == 0, quiet.out
     verbose = cli("validate", tmp_path / "out", "-v")
     assert "ML-R6 no batch fetch placed" in verbose.out
+
+
+def test_the_progress_bar_is_for_a_person_at_a_terminal(monkeypatch, tmp_path):
+    """Issue 40: progress on a terminal's stderr, never under -q or for --format json."""
+    import argparse
+
+    from dftpass.commands import annotate as commands
+
+    made = []
+
+    class Recording:
+        def __init__(self, label, enabled=None):
+            made.append(enabled)
+
+        def close(self):
+            pass
+
+    monkeypatch.setattr(commands, "Progress", Recording)
+    monkeypatch.setattr("dftpass.core.pipeline.annotate", lambda *a, **k: None)
+    base = dict(project=tmp_path, passes=None, time_passes=False, log_format="console", set=[], select=None,
+                ignore=None, jobs=None, config=None)
+    for extra, expected in (({"format": "text"}, None), ({"format": "text", "quiet": True}, False),
+                            ({"format": "json"}, False)):
+        commands._annotate(argparse.Namespace(**base, **extra), "plan")
+        assert made[-1] is expected, extra

@@ -140,3 +140,22 @@ def test_step_time_flag_takes_small_values(cli, tmp_path):
         r = cli("plan", root, "--no-diff", "--step-time", value)
         assert r.code in (0, 1), r.err
         assert f"{float(value) * 1000:.2f} ms step" in r.out + r.err
+
+
+def test_jobs_default_to_the_cores_for_a_large_project_only(monkeypatch):
+    """Issue 40: ``run.jobs`` 0 (the default) reads and rewrites a project of 64 files or more
+    in worker processes, one per core (at most 8); a small project stays in the process."""
+    import os
+
+    from dftpass.core.config import AUTO_JOBS_FILES, effective_jobs
+
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(range(12)), raising=False)
+    assert load_config(None).get("run.jobs") == 0
+    assert effective_jobs(0, AUTO_JOBS_FILES - 1) == 1
+    assert effective_jobs(0, AUTO_JOBS_FILES) == 8  # 12 cores, at most 8
+    assert effective_jobs(None, 1000) == 8
+    assert effective_jobs(3, 10) == 3 and effective_jobs(1, 1000) == 1
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1})
+    assert effective_jobs(0, 500) == 2
+    with pytest.raises(ConfigError, match="^--jobs: 'run.jobs' must be an integer >= 0"):
+        cli_overrides(None, None, -1)

@@ -30,7 +30,9 @@ def _annotate(args: argparse.Namespace, mode: str):
     passes = [p.strip() for p in args.passes.split(",") if p.strip()] if getattr(args, "passes", None) else None
     from dftpass.core.pipeline import annotate
 
-    progress = Progress("reading", enabled=None if args.log_format == "console" else False)
+    # a bar on a terminal only, and never under -q or for a machine-read format
+    quiet = getattr(args, "quiet", False) or getattr(args, "format", "text") != "text"
+    progress = Progress("reading", enabled=None if args.log_format == "console" and not quiet else False)
     try:
         result = annotate(project, config, mode, passes=passes, progress=progress, manager=manager)
     finally:

@@ -31,7 +31,8 @@ def add_config_options(p: argparse.ArgumentParser, *, rules: bool = True, jobs: 
     g.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                    help="any configuration key, e.g. --set files.max-bytes=500000; repeatable")
     if jobs:
-        g.add_argument("--jobs", "-j", type=int, help="worker processes for per-file work (default 1)")
+        g.add_argument("--jobs", "-j", type=int, help="worker processes for per-file work (default: the cores, at "
+                       "most 8, for a project of 64 files or more; 1 below)")
     g.add_argument("--trust-project-plugins", action="store_true",
                    help="let the project's configuration load plugin modules (plugins.load) from its tree")
     g.add_argument("--strict-plugins", action="store_true",

@@ -84,6 +84,24 @@ def _list_of_str(v: Any) -> bool:
     return isinstance(v, list) and all(isinstance(x, str) for x in v)
 
 
+#: from this many files on, ``run.jobs: 0`` reads and rewrites them in worker processes: below
+#: it, starting the workers costs more than they save (docs/performance.md)
+AUTO_JOBS_FILES = 64
+
+
+def effective_jobs(jobs: int | None, n_files: int) -> int:
+    """The worker processes for ``n_files`` files: ``jobs`` as set, or for 0 (or None) the
+    cores, at most 8, from :data:`AUTO_JOBS_FILES` files on (torch/_inductor, 348 files:
+    ``plan`` 23.3 s with 1, 16.3 s with 2 on a 2-core machine)."""
+    if jobs:
+        return jobs
+    if n_files < AUTO_JOBS_FILES:
+        return 1
+    import os
+
+    return max(1, min(8, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1))
+
+
 def _int(v: Any) -> bool:
     return isinstance(v, int) and not isinstance(v, bool)
 
@@ -176,7 +194,9 @@ KEYS: dict[str, KeySpec] = {
     "plugins.trust-project": KeySpec(
         False, lambda v: isinstance(v, bool), "true or false",
         "let a project's own configuration load plugin modules (site, user or --trust-project-plugins only)"),
-    "run.jobs": KeySpec(1, _int, "an integer", "worker processes for per-file work"),
+    "run.jobs": KeySpec(0, lambda v: _int(v) and v >= 0, "an integer >= 0",
+                        "worker processes for per-file work; 0: the cores (at most 8) for a project of "
+                        f"{AUTO_JOBS_FILES} files or more, one process below"),
     "project.kind": KeySpec(
         "auto", lambda v: v in ("auto", "program", "library"), "one of auto, program, library",
         "a library (no entry trains or evaluates) gets no AI regions; auto decides from the entries",
@@ -545,6 +565,7 @@ def cli_overrides(select: list[str] | None, ignore: list[str] | None, jobs: int 
     if ignore:
         out["rules.ignore"] = Value(_split_csv(ignore), src)
     if jobs is not None:
+        _check("run.jobs", jobs, Source("cli", "--jobs"))
         out["run.jobs"] = Value(jobs, src)
     for item in sets:
         key, sep, raw = item.partition("=")

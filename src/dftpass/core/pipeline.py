@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Iterable
 import attrs
 import structlog
 
-from dftpass.core.config import Config
+from dftpass.core.config import Config, effective_jobs
 from dftpass.core.context import PassTiming, RunContext
 from dftpass.core.edits import Edit, EditSet
 from dftpass.core.emitter import plans_dynamo_backend, uses_dynamo_backend
@@ -174,6 +174,7 @@ def _annotate(root: Path, config: Config, mode: str, passes: Iterable[str] | Non
     project = Project.discover(root, config.get("files.include"), config.exclude_globs())
     if progress is not None:
         progress.start(len(project.files))
+    jobs = effective_jobs(jobs, len(project.files))
     project.load(config.get("files.max-bytes"), jobs=jobs, progress=progress)
     ctx = RunContext(config, project, manager, mode)
     ctx.timings.append(PassTiming("(read + parse + summarize)", time.perf_counter() - start))

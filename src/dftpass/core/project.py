@@ -246,8 +246,12 @@ class Project:
         return cls(root=root, files=dict(sorted(found.items())), hip_sources=hip, skipped=skipped)
 
     def load(self, max_bytes: int, jobs: int = 1, progress=None) -> None:
-        """Read and summarize every file (once); problems become ``SourceFile.problem``."""
+        """Read and summarize every file (once); problems become ``SourceFile.problem``.
+        ``jobs`` 0: as many workers as :func:`dftpass.core.config.effective_jobs` says."""
+        from dftpass.core.config import effective_jobs
+
         items = [(f.relpath, f.module) for f in self.files.values()]
+        jobs = effective_jobs(jobs, len(items))
         root = str(self.root)
         if jobs <= 1 or len(items) < 8:
             results: Iterable[tuple] = (_summarize_one(root, rel, mod, max_bytes) for rel, mod in items)
