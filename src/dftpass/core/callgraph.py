@@ -296,6 +296,11 @@ class CallGraph:
         names = tuple(names)
         return any(b == n or b.endswith("." + n) for b in self.external_bases(class_id) for n in names)
 
+    def in_model_class(self, function_id: str) -> bool:
+        """The function is a method of a torch-style module class (:meth:`is_module_class`)."""
+        owner = self.class_of_method(function_id)
+        return owner is not None and self.is_module_class(owner)
+
     def is_module_class(self, class_id: str) -> bool:
         """A torch-style module: a subclass of ``nn.Module`` or of any class of ``torch.nn``
         (``nn.Transformer``, ``nn.Sequential``), directly or through project classes."""

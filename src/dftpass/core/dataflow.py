@@ -92,6 +92,8 @@ class Trace:
 
     sites: list[Site] = attrs.field(factory=list)
     breaks: list[Break] = attrs.field(factory=list)
+    #: the (function, statement) pairs whose drawing ``loop`` site is recorded
+    drawn: set = attrs.field(factory=set)
 
     def of_kind(self, *kinds: str) -> list[Site]:
         return [s for s in self.sites if s.kind in kinds]
@@ -509,7 +511,8 @@ class DataFlow:
         # the statement that draws it (a ``for``, or the ``next()`` statement): whatever the
         # iterable turns out to be, this is where the value was drawn
         site = self._site("loop", fid, node, depth, item.stmt)
-        if site not in trace.sites:
+        if (fid, site.stmt) not in trace.drawn:  # once per drawing statement (a set: the walk's hot path)
+            trace.drawn.add((fid, site.stmt))
             trace.sites.append(site)
         if isinstance(node, ast.Call):
             callee = dotted(node.func) or ""

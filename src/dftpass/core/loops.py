@@ -599,8 +599,7 @@ class LoopAnalysis:
             loop = facts.loop
             if self._is_accumulation(fn, loop) or any(index in loops for _, loops, _ in fn.yields):
                 continue  # part of its parent's step; a generator's loop (its consumer steps)
-            owner = self.graph.class_of_method(function_id)
-            if owner is not None and self.graph.is_module_class(owner):
+            if self.graph.in_model_class(function_id):
                 continue  # a model's own loop (sampling in ``generate``) draws no batches
             inside = {index, *self._accumulation_children(fn, loop)}
             evidence = self.anchor(function_id, inside, loop.target_names)

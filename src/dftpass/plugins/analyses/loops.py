@@ -47,10 +47,9 @@ def loop_analysis(graph, options: LoopOptions, read_source) -> LoopAnalysis:
                                                               lambda call: bool(set(call.loops) & loops)),
                             anchor=lambda function_id, inside, targets: step_anchor(graph, function_id, inside,
                                                                                     targets),
-                            trains_once=lambda function_id: not graph.fn(function_id).is_module and not (
-                                graph.class_of_method(function_id) and graph.is_module_class(
-                                    graph.class_of_method(function_id))) and trains(
-                                graph, function_id, lambda call: not call.loops))
+                            trains_once=lambda function_id: not graph.fn(function_id).is_module
+                            and not graph.in_model_class(function_id)
+                            and trains(graph, function_id, lambda call: not call.loops))
     analysis.dataflow = DataFlow(graph, read_source, data_oracle(graph, analysis))
     return analysis.run()
 

@@ -205,13 +205,9 @@ def does_step(graph: CallGraph, function_id: str, loops: set[int] | None = None)
     # a project helper that runs the model (dlrm's ``dlrm_wrap(X, ...)``: ``return dlrm(X.to(device), ...)``),
     # one level down and not a model's own method
     return any(trains(graph, t) for t in pending) or any(
-        not is_model_entry(graph, t) and not t.endswith(".__init__") and not _in_module_class(graph, t)
+        not is_model_entry(graph, t) and not t.endswith(".__init__") and not graph.in_model_class(t)
         and any(is_model_call(graph, t, j) for j in range(len(graph.fn(t).calls))) for t in dict.fromkeys(pending))
 
-
-def _in_module_class(graph: CallGraph, function_id: str) -> bool:
-    owner = graph.class_of_method(function_id)
-    return owner is not None and graph.is_module_class(owner)
 
 
 def step_consumers(graph: CallGraph, function_id: str, loops: set[int] | None) -> list[tuple[int, bool]]:

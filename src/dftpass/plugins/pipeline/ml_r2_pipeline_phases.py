@@ -428,13 +428,13 @@ def loopless_evaluations(graph, loops):
     loop, gradient-free (``model.eval()``, ``no_grad``), a model call, no backward pass, a
     name that says evaluation or test (pygcn's ``test()``), and not run per batch of another
     loop (then it is that step's)."""
-    per_batch = {function_id for function_id, _ in step_calls(graph, loops)}
-    per_batch |= {t for function_id, i in step_calls(graph, loops) for t in graph.targets(function_id, i)}
+    calls = list(step_calls(graph, loops))
+    per_batch = {function_id for function_id, _ in calls} | {t for function_id, i in calls
+                                                            for t in graph.targets(function_id, i)}
     for function_id, (fs, fn) in graph.functions.items():
         if fn.is_module or function_id in per_batch or any(f.kind == "batch" for f in loops.loops_of(function_id)):
             continue
-        owner = graph.class_of_method(function_id)
-        if owner is not None and graph.is_module_class(owner):
+        if graph.in_model_class(function_id):
             continue
         split = split_of([fn.name])
         if split not in ("evaluate", "test") or not evaluates(fn, graph) or trains(graph, function_id):
